@@ -1,0 +1,128 @@
+"""stableops' public Bazel API: build stable-ABI PyTorch op libraries.
+
+    load("@stableops//bazel:defs.bzl", "stable_op_library", "stable_extension",
+         "stable_py_test", "stable_abi_audit_test", "stable_wheel")
+
+stableops' own //csrc, //python and //tests use exactly these.
+"""
+
+load("@rules_cc//cc:defs.bzl", "cc_binary", "cc_library")
+load("@rules_python//python:defs.bzl", "py_test")
+load("@stableops_torch//:runtimes.bzl", "TORCH_RUNTIMES")
+load("//bazel/private:wheel.bzl", _stable_wheel = "stable_wheel")
+
+_STABLE_ABI = Label("@stableops_torch//:stable_abi")
+_LIBTORCH_CPU = Label("@stableops_torch//:libtorch_cpu")
+_ABI_AUDIT = Label("//bazel/private:abi_audit.py")
+
+stable_wheel = _stable_wheel
+
+def stable_op_library(name, srcs = [], hdrs = [], deps = [], copts = [], **kwargs):
+    """C++ op sources built against torch's stable ABI only.
+
+    A cc_library that sees torch's stable-ABI headers (torch/csrc/stable,
+    torch/headeronly, the C shim) and nothing else of torch, with
+    TORCH_TARGET_VERSION set from //toolchains/torch:version.bzl. Objects are
+    always linked, so static op registrations survive into the extension.
+
+    Args:
+      name: target name.
+      srcs: .cpp sources (and private headers).
+      hdrs: public headers.
+      deps: other stable_op_library targets.
+      copts: extra compiler flags.
+      **kwargs: passed to cc_library (visibility, tags, ...).
+    """
+    cc_library(
+        name = name,
+        srcs = srcs,
+        hdrs = hdrs,
+        deps = deps + [_STABLE_ABI],
+        copts = copts,
+        alwayslink = True,
+        **kwargs
+    )
+
+def stable_extension(name, deps, **kwargs):
+    """The ONE shared object of an op package: `<name>.abi3.so`.
+
+    Links the given stable_op_library targets into a shared object whose only
+    non-system dependency is libtorch_cpu.so, named for abi3 so one file serves
+    every Python >= 3.10 and every torch >= the target version.
+
+    Args:
+      name: the shared object's path without `.abi3.so`, relative to the
+        package (e.g. "stableops/_C" gives stableops/_C.abi3.so).
+      deps: stable_op_library targets to link in.
+      **kwargs: passed to cc_binary (visibility, tags, ...).
+    """
+    cc_binary(
+        name = name + ".abi3.so",
+        linkshared = True,
+        deps = deps + [_LIBTORCH_CPU],
+        **kwargs
+    )
+
+def stable_py_test(name, srcs, main = None, deps = [], data = [], env = {}, tags = [], **kwargs):
+    """A py_test run once under every torch runtime of @stableops_torch.
+
+    Creates `<name>_torch<X_Y>` for each runtime (e.g. test_ops_torch2_11 and
+    test_ops_torch2_13) plus a test_suite `<name>` holding them, so one built
+    shared object is tested under each torch it promises to load into.
+
+    Args:
+      name: base name; also the test_suite's name.
+      srcs: test sources.
+      main: main source (default: `<name>.py`).
+      deps: py_library deps.
+      data: runtime data.
+      env: extra environment for the test.
+      tags: tags for every generated test (e.g. "requires-gpu-nvidia").
+      **kwargs: passed to py_test.
+    """
+    tests = []
+    for version in sorted(TORCH_RUNTIMES.keys()):
+        test_name = "{}_torch{}".format(name, "_".join(version.split(".")[:2]))
+        test_env = dict(env)
+        test_env["STABLEOPS_PYTHON"] = TORCH_RUNTIMES[version]
+        test_env["STABLEOPS_EXPECT_TORCH"] = version
+        py_test(
+            name = test_name,
+            srcs = srcs,
+            main = main or (name + ".py"),
+            deps = deps,
+            data = data,
+            env = test_env,
+            tags = tags,
+            **kwargs
+        )
+        tests.append(":" + test_name)
+    native.test_suite(name = name, tests = tests, tags = tags)
+
+def stable_abi_audit_test(name, shared_object, max_glibc = "2.17", max_glibcxx = "3.4.26", **kwargs):
+    """Audits a shared object against the stable-ABI promise.
+
+    Fails when it has an undefined symbol outside the stable C shim
+    (aoti_torch_*, torch_*) and the C/C++ runtime, a NEEDED entry other than
+    libtorch_cpu.so and system libraries, or a glibc / GLIBCXX symbol version
+    above the bounds. Prints the highest versions it found.
+
+    Args:
+      name: test name.
+      shared_object: label of the .so (e.g. a stable_extension target).
+      max_glibc: highest GLIBC_x.y symbol version allowed.
+      max_glibcxx: highest GLIBCXX_x.y.z symbol version allowed.
+      **kwargs: passed to py_test.
+    """
+    py_test(
+        name = name,
+        srcs = [_ABI_AUDIT],
+        main = _ABI_AUDIT,
+        data = [shared_object],
+        args = [
+            "--so=$(rootpath {})".format(shared_object),
+            "--max_glibc=" + max_glibc,
+            "--max_glibcxx=" + max_glibcxx,
+        ],
+        **kwargs
+    )

@@ -1,0 +1,64 @@
+// Shared input validation for stableops::merge_attn_states.
+//
+// Both the CPU kernel (merge_attn_states_cpu.cpp) and the CUDA/ROCm kernel
+// call check_merge_attn_states_inputs() before touching any data, so the two
+// backends accept exactly the same inputs and report errors with the same
+// messages. Every failure throws std::runtime_error via STD_TORCH_CHECK (a
+// RuntimeError in Python) whose message starts with "merge_attn_states: " and
+// names the offending argument and value.
+//
+// Contract enforced here (identical on every backend):
+//   * output, prefix_output, suffix_output:
+//       - 3-D [num_tokens, num_heads, head_size], all the same shape;
+//       - one dtype for all three, one of float32, float16, bfloat16;
+//       - last dim contiguous (stride(2) == 1); strides of dims 0 and 1 are
+//         free but must be multiples of the vector width (below), and the data
+//         pointer must be aligned to vec_bytes;
+//       - head_size > 0 and a multiple of vec_bytes / element_size, i.e. with
+//         the default 16-byte (128-bit) vectors: a multiple of 4 for float32
+//         and of 8 for float16/bfloat16.
+//   * prefix_lse, suffix_lse, output_lse (optional): float32,
+//     [num_heads, num_tokens], any strides.
+//   * all tensors on the same device, whose type is the kernel's device type.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <torch/csrc/stable/device.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/DeviceType.h>
+#include <torch/headeronly/core/ScalarType.h>
+
+namespace stableops {
+
+// Bytes per vector memory access of the merge_attn_states kernels (128 bit).
+inline constexpr int64_t kMergeAttnStatesVecBytes = 16;
+
+struct MergeAttnStatesDims {
+  int64_t num_tokens;
+  int64_t num_heads;
+  int64_t head_size;
+};
+
+// Validates every argument of merge_attn_states (see the contract above) and
+// returns the problem dimensions. `expected_device_type` is the device type of
+// the calling kernel (CPU for the CPU kernel, CUDA for the CUDA/ROCm kernel).
+MergeAttnStatesDims check_merge_attn_states_inputs(
+    const torch::stable::Tensor& output,
+    const std::optional<torch::stable::Tensor>& output_lse,
+    const torch::stable::Tensor& prefix_output,
+    const torch::stable::Tensor& prefix_lse,
+    const torch::stable::Tensor& suffix_output,
+    const torch::stable::Tensor& suffix_lse,
+    torch::headeronly::DeviceType expected_device_type,
+    int64_t vec_bytes = kMergeAttnStatesVecBytes);
+
+// Human-readable names used in error messages ("Float", "Half", "BFloat16",
+// ...; "cpu", "cuda:0", "meta", ...). Usable by any kernel of this library.
+std::string scalar_type_name(torch::headeronly::ScalarType dtype);
+std::string device_type_name(torch::headeronly::DeviceType type);
+std::string device_name(const torch::stable::Device& device);
+
+} // namespace stableops

@@ -1,0 +1,84 @@
+"""Typed Python wrappers around the ``torch.ops.stableops*`` operators.
+
+Wrappers for GPU-only operators are defined only when the loaded library
+registers them (GPU builds); use :func:`has_op` to test for them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["has_op", "merge_attn_states"]
+
+
+def has_op(namespace: str, name: str) -> bool:
+    """Whether ``torch.ops.<namespace>.<name>`` is registered."""
+    try:
+        torch._C._dispatch_find_schema_or_throw(f"{namespace}::{name}", "")
+    except RuntimeError:
+        return False
+    return True
+
+
+def merge_attn_states(
+    output: torch.Tensor,
+    output_lse: torch.Tensor | None,
+    prefix_output: torch.Tensor,
+    prefix_lse: torch.Tensor,
+    suffix_output: torch.Tensor,
+    suffix_lse: torch.Tensor,
+) -> None:
+    """Merge two partial attention results by their log-sum-exp (in place).
+
+    Args:
+        output: ``[num_tokens, num_heads, head_size]`` result, written in place.
+        output_lse: optional float32 ``[num_heads, num_tokens]``, written in
+            place with the merged LSE.
+        prefix_output / suffix_output: the partial results, same shape and
+            dtype (float32, float16 or bfloat16) as ``output``.
+        prefix_lse / suffix_lse: float32 ``[num_heads, num_tokens]`` natural-log
+            LSEs, any strides. ``+inf`` counts as ``-inf``; where both are
+            ``-inf`` the prefix is passed through and the LSE is ``-inf``.
+
+    Value tensors must be contiguous in the last dim with ``head_size`` a
+    multiple of 16 bytes (4 float32 or 8 float16/bfloat16 elements).
+    """
+    torch.ops.stableops.merge_attn_states.default(
+        output, output_lse, prefix_output, prefix_lse, suffix_output, suffix_lse
+    )
+
+
+if has_op("stableops", "get_cuda_view_from_cpu_tensor"):
+    __all__.append("get_cuda_view_from_cpu_tensor")
+
+    def get_cuda_view_from_cpu_tensor(cpu_tensor: torch.Tensor) -> torch.Tensor:
+        """A CUDA tensor aliasing the memory of a pinned CPU tensor."""
+        return torch.ops.stableops.get_cuda_view_from_cpu_tensor.default(cpu_tensor)
+
+
+if has_op("stableops_cuda_utils", "get_device_attribute"):
+    __all__.append("get_device_attribute")
+
+    # Device attributes are constants: torch.compile evaluates the query at
+    # trace time instead of graph-breaking on an op that returns an int.
+    @torch.compiler.assume_constant_result
+    def get_device_attribute(attribute: int, device_id: int) -> int:
+        """``cudaDeviceGetAttribute(attribute, device_id)`` (hipDeviceAttribute on ROCm)."""
+        return int(
+            torch.ops.stableops_cuda_utils.get_device_attribute.default(
+                attribute, device_id
+            )
+        )
+
+
+if has_op("stableops_cuda_utils", "get_max_shared_memory_per_block_device_attribute"):
+    __all__.append("get_max_shared_memory_per_block_device_attribute")
+
+    @torch.compiler.assume_constant_result
+    def get_max_shared_memory_per_block_device_attribute(device_id: int) -> int:
+        """Max opt-in shared memory per block (bytes) of ``device_id``."""
+        return int(
+            torch.ops.stableops_cuda_utils.get_max_shared_memory_per_block_device_attribute.default(
+                device_id
+            )
+        )

@@ -1,0 +1,39 @@
+"""The torch version stableops targets: the one place it is defined.
+
+TORCH_TARGET_VERSION becomes the C++ macro TORCH_TARGET_VERSION
+(0xMMmm000000000000, major and minor in the top bytes) on every stable-ABI
+compile, so the headers hide any API newer than this release and the binaries
+load into every torch >= it.
+"""
+
+# The oldest torch the shipped binaries must load into (MAJOR.MINOR).
+TORCH_TARGET_VERSION = "2.11"
+
+# The oldest torch whose headers can build stableops at all.
+MIN_TORCH_VERSION = "2.11"
+
+_HEX = "0123456789ABCDEF"
+
+def parse_version(version):
+    """'2.13.0+cu130' -> [2, 13, 0]: the leading numeric components."""
+    out = []
+    for part in version.split("+")[0].split("."):
+        digits = ""
+        for c in part.elems():
+            if not c.isdigit():
+                break
+            digits += c
+        if not digits:
+            break
+        out.append(int(digits))
+    return out
+
+def _byte_hex(n):
+    return _HEX[n // 16] + _HEX[n % 16]
+
+def target_version_hex(version):
+    """'2.11' -> '0x020B000000000000ULL', failing on anything below the minimum."""
+    parts = parse_version(version)
+    if len(parts) < 2 or parts[0] > 255 or parts[1] > 255 or parts < parse_version(MIN_TORCH_VERSION):
+        fail("stableops: expected a torch target version MAJOR.MINOR >= {}, found '{}'".format(MIN_TORCH_VERSION, version))
+    return "0x" + _byte_hex(parts[0]) + _byte_hex(parts[1]) + "000000000000ULL"
