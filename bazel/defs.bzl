@@ -9,35 +9,67 @@ stableops' own //csrc, //python and //tests use exactly these.
 load("@rules_cc//cc:defs.bzl", "cc_binary", "cc_library")
 load("@rules_python//python:defs.bzl", "py_test")
 load("@stableops_torch//:runtimes.bzl", "TORCH_RUNTIMES")
+load("//bazel/private:cuda.bzl", "cuda_objects")
 load("//bazel/private:wheel.bzl", _stable_wheel = "stable_wheel")
 
 _STABLE_ABI = Label("@stableops_torch//:stable_abi")
 _LIBTORCH_CPU = Label("@stableops_torch//:libtorch_cpu")
+_GPU_DEFINES = Label("//bazel:gpu_defines")
+_GPU_CUDA = Label("//bazel:gpu_cuda")
+_GPU_ROCM = Label("//bazel:gpu_rocm")
+_CUDART_STATIC = Label("@stableops_cuda//:cudart_static")
 _ABI_AUDIT = Label("//bazel/private:abi_audit.py")
 
 stable_wheel = _stable_wheel
 
-def stable_op_library(name, srcs = [], hdrs = [], deps = [], copts = [], **kwargs):
-    """C++ op sources built against torch's stable ABI only.
+def stable_op_library(name, srcs = [], hdrs = [], gpu_srcs = [], deps = [], copts = [], gpu_copts = [], **kwargs):
+    """Op sources built against torch's stable ABI only, for CPU and GPU.
 
     A cc_library that sees torch's stable-ABI headers (torch/csrc/stable,
     torch/headeronly, the C shim) and nothing else of torch, with
     TORCH_TARGET_VERSION set from //toolchains/torch:version.bzl. Objects are
     always linked, so static op registrations survive into the extension.
 
+    `gpu_srcs` (.cu files) are compiled only in GPU builds: by the hermetic
+    nvcc under --config=cuda (architectures from --//bazel:cuda_archs). The
+    same files serve ROCm through csrc/gpu_compat.h. Every source sees
+    STABLEOPS_WITH_GPU in GPU builds.
+
     Args:
       name: target name.
-      srcs: .cpp sources (and private headers).
+      srcs: .cpp sources (and private headers), built for every backend.
       hdrs: public headers.
+      gpu_srcs: .cu sources, built only for a GPU backend.
       deps: other stable_op_library targets.
-      copts: extra compiler flags.
+      copts: extra C++ compiler flags.
+      gpu_copts: extra GPU compiler flags.
       **kwargs: passed to cc_library (visibility, tags, ...).
     """
+    all_deps = deps + [_STABLE_ABI, _GPU_DEFINES]
+    gpu = []
+    if gpu_srcs:
+        cuda_objects(
+            name = name + "_cuda",
+            srcs = gpu_srcs,
+            deps = all_deps + ([":" + name + "_hdrs"] if hdrs else []),
+            copts = gpu_copts,
+            target_compatible_with = select({
+                _GPU_CUDA: [],
+                "//conditions:default": ["@platforms//:incompatible"],
+            }),
+            visibility = ["//visibility:private"],
+        )
+        if hdrs:
+            cc_library(name = name + "_hdrs", hdrs = hdrs, deps = all_deps, visibility = ["//visibility:private"])
+        gpu = select({
+            _GPU_CUDA: [":" + name + "_cuda"],
+            "//conditions:default": [],
+        })
     cc_library(
         name = name,
         srcs = srcs,
         hdrs = hdrs,
-        deps = deps + [_STABLE_ABI],
+        deps = all_deps + gpu,
         copts = copts,
         alwayslink = True,
         **kwargs
@@ -59,13 +91,18 @@ def stable_extension(name, deps, **kwargs):
     cc_binary(
         name = name + ".abi3.so",
         linkshared = True,
-        deps = deps + [_LIBTORCH_CPU],
+        deps = deps + [_LIBTORCH_CPU] + select({
+            _GPU_CUDA: [_CUDART_STATIC],
+            "//conditions:default": [],
+        }),
         **kwargs
     )
 
 def stable_py_test(name, srcs, main = None, deps = [], data = [], env = {}, tags = [], **kwargs):
     """A py_test run once under every torch runtime of @stableops_torch.
 
+    The test sees STABLEOPS_EXPECT_BACKEND (cpu, cuda or rocm: what the
+    library was built for), STABLEOPS_EXPECT_TORCH and STABLEOPS_PYTHON.
     Creates `<name>_torch<X_Y>` for each runtime (e.g. test_ops_torch2_11 and
     test_ops_torch2_13) plus a test_suite `<name>` holding them, so one built
     shared object is tested under each torch it promises to load into.
@@ -92,7 +129,11 @@ def stable_py_test(name, srcs, main = None, deps = [], data = [], env = {}, tags
             main = main or (name + ".py"),
             deps = deps,
             data = data,
-            env = test_env,
+            env = select({
+                _GPU_CUDA: dict(test_env, STABLEOPS_EXPECT_BACKEND = "cuda"),
+                _GPU_ROCM: dict(test_env, STABLEOPS_EXPECT_BACKEND = "rocm"),
+                "//conditions:default": dict(test_env, STABLEOPS_EXPECT_BACKEND = "cpu"),
+            }),
             tags = tags,
             **kwargs
         )

@@ -1,0 +1,102 @@
+"""cuda_objects: compiles .cu sources with the hermetic nvcc into a CcInfo.
+
+The rule feeds plain cc_library targets (stable_op_library puts it in deps):
+nvcc's host compiler is the hermetic clang with the bullseye sysroot, so CUDA
+objects keep the same glibc ceiling as the C++ ones. Architectures come from
+--@stableops//bazel:cuda_archs.
+"""
+
+load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain", "use_cpp_toolchain")
+load("@bazel_skylib//rules:common_settings.bzl", "BuildSettingInfo")
+
+def _gencode_flags(archs):
+    """'sm_80,sm_90a,compute_120' -> nvcc -gencode flags (compute_X adds PTX)."""
+    flags = []
+    for arch in [a.strip() for a in archs.split(",") if a.strip()]:
+        if arch.startswith("sm_"):
+            num = arch[len("sm_"):]
+            flags.append("-gencode=arch=compute_{},code=sm_{}".format(num, num))
+        elif arch.startswith("compute_"):
+            num = arch[len("compute_"):]
+            flags.append("-gencode=arch=compute_{},code=compute_{}".format(num, num))
+        else:
+            fail("stableops: expected CUDA architectures like sm_90a or compute_120 in --//bazel:cuda_archs, found '{}'".format(arch))
+    if not flags:
+        fail("stableops: --//bazel:cuda_archs is empty; name at least one architecture (e.g. sm_90a)")
+    return flags
+
+def _cuda_objects_impl(ctx):
+    cc_toolchain = find_cpp_toolchain(ctx)
+    feature_configuration = cc_common.configure_features(
+        ctx = ctx,
+        cc_toolchain = cc_toolchain,
+        requested_features = ctx.features,
+        unsupported_features = ctx.disabled_features,
+    )
+    deps_cc = [d[CcInfo] for d in ctx.attr.deps]
+    compilation_context = cc_common.merge_cc_infos(cc_infos = deps_cc).compilation_context
+    archs = ctx.attr._archs[BuildSettingInfo].value
+    host_flags = ["-fPIC", "--sysroot=" + cc_toolchain.sysroot, "-Wno-unused-command-line-argument"]
+
+    objects = []
+    for src in ctx.files.srcs:
+        obj = ctx.actions.declare_file("_cuda_objs/{}/{}.pic.o".format(ctx.label.name, src.basename.rsplit(".", 1)[0]))
+        args = ctx.actions.args()
+        args.add("-ccbin", cc_toolchain.compiler_executable)
+        args.add_all(["-x", "cu", "-std=c++17", "-O3", "--expt-relaxed-constexpr", "-Xfatbin=-compress-all"])
+        args.add_joined("-Xcompiler", host_flags, join_with = ",")
+        args.add_all(_gencode_flags(archs))
+        args.add_all(compilation_context.defines, format_each = "-D%s")
+        args.add_all(compilation_context.local_defines, format_each = "-D%s")
+        args.add_all(compilation_context.includes, format_each = "-I%s")
+        args.add_all(compilation_context.quote_includes, format_each = "-I%s")
+        args.add_all(compilation_context.system_includes, before_each = "-isystem")
+        args.add_all(ctx.attr.copts)
+        args.add("-c", src)
+        args.add("-o", obj)
+        ctx.actions.run(
+            executable = ctx.executable._nvcc,
+            arguments = [args],
+            inputs = depset(
+                [src],
+                transitive = [compilation_context.headers, ctx.attr._toolkit[DefaultInfo].files, cc_toolchain.all_files],
+            ),
+            outputs = [obj],
+            mnemonic = "NvccCompile",
+            progress_message = "Compiling CUDA {} for {}".format(src.short_path, archs),
+        )
+        objects.append(obj)
+
+    compilation_outputs = cc_common.create_compilation_outputs(
+        objects = depset(objects),
+        pic_objects = depset(objects),
+    )
+    linking_context, _ = cc_common.create_linking_context_from_compilation_outputs(
+        actions = ctx.actions,
+        name = ctx.label.name,
+        feature_configuration = feature_configuration,
+        cc_toolchain = cc_toolchain,
+        compilation_outputs = compilation_outputs,
+        linking_contexts = [c.linking_context for c in deps_cc],
+        alwayslink = True,
+    )
+    return [
+        DefaultInfo(files = depset(objects)),
+        CcInfo(compilation_context = compilation_context, linking_context = linking_context),
+    ]
+
+cuda_objects = rule(
+    implementation = _cuda_objects_impl,
+    doc = "Compiles CUDA sources with the hermetic nvcc; use it through stable_op_library(gpu_srcs=...).",
+    attrs = {
+        "srcs": attr.label_list(allow_files = [".cu"], doc = ".cu sources."),
+        "deps": attr.label_list(providers = [CcInfo], doc = "Headers, defines and libraries the sources use."),
+        "copts": attr.string_list(doc = "Extra nvcc flags."),
+        "_archs": attr.label(default = "//bazel:cuda_archs"),
+        "_nvcc": attr.label(default = "@stableops_cuda//:cuda/bin/nvcc", executable = True, allow_single_file = True, cfg = "exec"),
+        "_toolkit": attr.label(default = "@stableops_cuda//:toolkit"),
+        "_cc_toolchain": attr.label(default = "@bazel_tools//tools/cpp:current_cc_toolchain"),
+    },
+    fragments = ["cpp"],
+    toolchains = use_cpp_toolchain(),
+)

@@ -1,0 +1,151 @@
+// Minimal CUDA <-> HIP compatibility layer for the GPU sources of stableops.
+//
+// Every .cu file in csrc/ is written once against the CUDA runtime spelling
+// (cudaStream_t, cudaGetLastError, ...). When the same file is compiled by
+// hipcc for ROCm (USE_ROCM or __HIP_PLATFORM_AMD__ defined) this header maps
+// exactly the names we use onto their HIP equivalents, so there is no second
+// copy of any kernel source and no #ifdef forest inside the kernels.
+//
+// Keep this header small: add a mapping only when a source starts using the
+// name. It may include nothing from libtorch except torch/headeronly/*.
+//
+// Also provides STABLEOPS_GPU_CHECK(expr): evaluates a runtime call and turns
+// a non-success return code into STD_TORCH_CHECK (std::runtime_error, seen as
+// RuntimeError in Python) carrying cudaGetErrorString and the call text.
+#pragma once
+
+#include <torch/headeronly/util/Exception.h>
+
+#if defined(USE_ROCM) || defined(__HIP_PLATFORM_AMD__)
+#define STABLEOPS_ROCM 1
+#else
+#define STABLEOPS_ROCM 0
+#endif
+
+#if STABLEOPS_ROCM
+// ----------------------------------------------------------------- ROCm/HIP
+#include <hip/hip_bf16.h>
+#include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>
+
+// Types.
+using cudaError_t = hipError_t;
+using cudaStream_t = hipStream_t;
+using cudaDeviceAttr = hipDeviceAttribute_t;
+// Element types used by the kernels.
+using stableops_half = __half;
+using stableops_half2 = __half2;
+using stableops_bf16 = __hip_bfloat16;
+using stableops_bf162 = __hip_bfloat162;
+
+// Constants.
+#define cudaSuccess hipSuccess
+#define cudaErrorInvalidValue hipErrorInvalidValue
+#define cudaErrorInvalidDevice hipErrorInvalidDevice
+#define cudaErrorNoDevice hipErrorNoDevice
+// Opt-in maximum of dynamic shared memory per block. HIP spells it
+// differently from CUDA (cudaDevAttrMaxSharedMemoryPerBlockOptin).
+#define cudaDevAttrMaxSharedMemoryPerBlockOptin \
+  hipDeviceAttributeSharedMemPerBlockOptin
+
+// Functions.
+#define cudaGetLastError hipGetLastError
+#define cudaGetErrorString hipGetErrorString
+#define cudaGetDevice hipGetDevice
+#define cudaGetDeviceCount hipGetDeviceCount
+#define cudaDeviceGetAttribute hipDeviceGetAttribute
+#define cudaHostGetDevicePointer hipHostGetDevicePointer
+
+// Wavefront size of the compile target (64 on CDNA/MI-series, 32 on RDNA).
+#if defined(__GFX10__) || defined(__GFX11__) || defined(__GFX12__)
+#define STABLEOPS_WARP_SIZE 32
+#else
+#define STABLEOPS_WARP_SIZE 64
+#endif
+
+// Read-only global load. A plain load on AMD (no separate non-coherent path).
+#define STABLEOPS_LDG(ptr) (*(ptr))
+// HIP's second __launch_bounds__ argument means "min waves per EU", not
+// "min blocks per SM": drop it rather than mistranslate it.
+#define STABLEOPS_LAUNCH_BOUNDS(max_threads, min_blocks) \
+  __launch_bounds__(max_threads)
+
+#else
+// ----------------------------------------------------------------- CUDA
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+using stableops_half = __half;
+using stableops_half2 = __half2;
+using stableops_bf16 = __nv_bfloat16;
+using stableops_bf162 = __nv_bfloat162;
+
+#define STABLEOPS_WARP_SIZE 32
+
+// Read-only global load through the non-coherent (texture) path.
+#define STABLEOPS_LDG(ptr) __ldg(ptr)
+#define STABLEOPS_LAUNCH_BOUNDS(max_threads, min_blocks) \
+  __launch_bounds__(max_threads, min_blocks)
+#endif
+
+// Evaluates a CUDA/HIP runtime call once; on failure clears the runtime's
+// last-error state (so a caught exception cannot make a later, unrelated
+// cudaGetLastError() fail) and raises with the error string and the call text.
+#define STABLEOPS_GPU_CHECK(expr)                                    \
+  do {                                                               \
+    const cudaError_t stableops_gpu_err_ = (expr);                   \
+    if (stableops_gpu_err_ != cudaSuccess) {                         \
+      (void)cudaGetLastError();                                      \
+      STD_TORCH_CHECK(                                               \
+          false,                                                     \
+          "GPU runtime call failed: ",                               \
+          cudaGetErrorString(stableops_gpu_err_),                    \
+          " (error ",                                                \
+          static_cast<int>(stableops_gpu_err_),                      \
+          ") from `" #expr "`");                                     \
+    }                                                                \
+  } while (0)
+
+// Checks that the last kernel launch was accepted by the runtime
+// (configuration errors, missing kernel image for this GPU, ...).
+#define STABLEOPS_GPU_CHECK_LAUNCH() STABLEOPS_GPU_CHECK(cudaGetLastError())
+
+// The current stream of a device, from the stable C shim's
+// aoti_torch_get_current_cuda_stream (in the shim since before 2.9, so fine
+// at TORCH_TARGET_VERSION 2.11). That function lives in libtorch_cuda.so
+// (libtorch_hip.so on ROCm), which torch loads without RTLD_GLOBAL and which
+// a CPU-only torch does not have. Linking against it would add a NEEDED entry
+// and stop the library loading into CPU-only torch, so it is looked up at
+// run time in the torch GPU library already loaded into the process.
+#include <dlfcn.h>
+
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+
+namespace stableops {
+
+inline void* current_gpu_stream(int32_t device_index) {
+  using GetStreamFn = AOTITorchError (*)(int32_t, void**);
+  static const GetStreamFn get_stream = []() -> GetStreamFn {
+    for (const char* lib : {"libtorch_cuda.so", "libtorch_hip.so"}) {
+      if (void* handle = dlopen(lib, RTLD_NOLOAD | RTLD_LAZY)) {
+        return reinterpret_cast<GetStreamFn>(
+            dlsym(handle, "aoti_torch_get_current_cuda_stream"));
+      }
+    }
+    return nullptr;
+  }();
+  STD_TORCH_CHECK(
+      get_stream != nullptr,
+      "stableops: this torch has no GPU support loaded (libtorch_cuda.so / "
+      "libtorch_hip.so with aoti_torch_get_current_cuda_stream not found in "
+      "the process); GPU ops need a CUDA or ROCm build of torch");
+  void* stream = nullptr;
+  STD_TORCH_CHECK(
+      get_stream(device_index, &stream) == AOTI_TORCH_SUCCESS,
+      "stableops: aoti_torch_get_current_cuda_stream failed for device ",
+      device_index);
+  return stream;
+}
+
+}  // namespace stableops

@@ -1,0 +1,365 @@
+// CUDA/ROCm kernel of stableops::merge_attn_states (one source for both: the
+// runtime names are mapped by gpu_compat.h when compiled with hipcc).
+//
+// Contract (validated by check_merge_attn_states_inputs, shared with the CPU
+// kernel): output/prefix_output/suffix_output [T, H, D] of one dtype among
+// float32/float16/bfloat16, last dim contiguous, dims 0/1 any stride that is a
+// multiple of the vector width, 16-byte aligned data; LSEs float32 [H, T] with
+// any strides; output_lse optional.
+//
+//   p, s   = prefix/suffix LSE of row (t, h), +inf replaced by -inf
+//   both -inf  -> output = prefix_output, output_lse = -inf
+//   otherwise  -> m = max(p, s), wp = exp(p-m)/Z, ws = exp(s-m)/Z,
+//                 Z = exp(p-m) + exp(s-m), output = wp*prefix + ws*suffix,
+//                 output_lse = m + log(Z)
+//   a NaN LSE propagates (output and output_lse NaN), like the math reference.
+//
+// Design (memory-bound; ~3 * T*H*D*elsize bytes move):
+//   * one thread owns one 16-byte pack (4 fp32 or 8 fp16/bf16) of a row and
+//     does 128-bit loads/stores; a block is a 2-D tile of
+//     [rows_per_block x packs_per_row] threads so every row starts on a
+//     thread-x boundary and (t, h) is computed once per row, not per element;
+//   * both LSEs of a row are read by every thread of the row from the same
+//     address (one memory transaction per warp, L1 broadcast), so there is
+//     no shared memory and no __syncthreads;
+//   * large problems use kRows = 2 rows per thread: all four 16-byte loads
+//     are issued before any math, doubling the bytes in flight per thread
+//     and halving the number of blocks the scheduler must launch;
+//   * exp uses the fast __expf (|rel err| ~1e-7 for the arguments seen here,
+//     which are <= 0); the weights use one approximate reciprocal of a value
+//     in [1, 2]; output_lse uses the accurate log1pf (one thread per row);
+//   * exactly one kernel launch on the tensor's current stream, no host
+//     synchronisation, no allocation -> CUDA-graph capturable.
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/DeviceType.h>
+#include <torch/headeronly/core/ScalarType.h>
+#include <torch/headeronly/util/Exception.h>
+
+#include "gpu_compat.h"
+#include "merge_attn_states_check.h"
+#include "ops.h"
+
+namespace stableops {
+namespace {
+
+constexpr int kBlockThreads = 256;
+// Residency we ask ptxas to guarantee (caps registers per thread): 6 blocks of
+// 256 threads for one row per thread (1536 threads: the most every target
+// architecture allows, sm_86/89/120 included; the kernel needs ~31 registers,
+// so Ampere/Hopper still reach 8 blocks); 5 for two rows per thread (<= 51
+// regs; 6 would force spills).
+template <int kRows>
+constexpr int kMinBlocksPerSm = kRows == 1 ? 6 : 5;
+
+// 16-byte pack <-> 4 or 8 floats.
+template <typename T>
+struct Pack;
+
+template <>
+struct Pack<float> {
+  static constexpr int kElems = 4;
+  __device__ __forceinline__ static void to_float(const uint4& v,
+                                                  float (&f)[kElems]) {
+    f[0] = __uint_as_float(v.x);
+    f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z);
+    f[3] = __uint_as_float(v.w);
+  }
+  __device__ __forceinline__ static uint4 from_float(const float (&f)[kElems]) {
+    uint4 v;
+    v.x = __float_as_uint(f[0]);
+    v.y = __float_as_uint(f[1]);
+    v.z = __float_as_uint(f[2]);
+    v.w = __float_as_uint(f[3]);
+    return v;
+  }
+};
+
+template <>
+struct Pack<stableops_half> {
+  static constexpr int kElems = 8;
+  __device__ __forceinline__ static void to_float(const uint4& v,
+                                                  float (&f)[kElems]) {
+    const stableops_half2* h = reinterpret_cast<const stableops_half2*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 x = __half22float2(h[i]);
+      f[2 * i] = x.x;
+      f[2 * i + 1] = x.y;
+    }
+  }
+  __device__ __forceinline__ static uint4 from_float(const float (&f)[kElems]) {
+    uint4 v;
+    stableops_half2* h = reinterpret_cast<stableops_half2*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+    }
+    return v;
+  }
+};
+
+template <>
+struct Pack<stableops_bf16> {
+  static constexpr int kElems = 8;
+  __device__ __forceinline__ static void to_float(const uint4& v,
+                                                  float (&f)[kElems]) {
+    const stableops_bf162* h = reinterpret_cast<const stableops_bf162*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 x = __bfloat1622float2(h[i]);
+      f[2 * i] = x.x;
+      f[2 * i + 1] = x.y;
+    }
+  }
+  __device__ __forceinline__ static uint4 from_float(const float (&f)[kElems]) {
+    uint4 v;
+    stableops_bf162* h = reinterpret_cast<stableops_bf162*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    }
+    return v;
+  }
+};
+
+struct MergeParams {
+  void* out;
+  float* out_lse;  // nullptr when output_lse is None
+  const void* prefix;
+  const float* prefix_lse;
+  const void* suffix;
+  const float* suffix_lse;
+  uint32_t num_rows;       // T * H
+  uint32_t num_heads;      // H
+  uint32_t packs_per_row;  // D / elements per pack
+  // Value strides in elements (dims 0 and 1; dim 2 is contiguous).
+  int64_t out_s0, out_s1, prefix_s0, prefix_s1, suffix_s0, suffix_s1;
+  // LSE strides in elements: [H, T] -> (head stride, token stride).
+  int64_t prefix_lse_sh, prefix_lse_st, suffix_lse_sh, suffix_lse_st;
+  int64_t out_lse_sh, out_lse_st;
+};
+
+// blockDim = (packs_x, rows_y). Block b handles rows
+// [b * rows_y * kRows, (b + 1) * rows_y * kRows); thread (x, y) handles rows
+// base + y + i * rows_y (i < kRows) and packs x, x + packs_x, ... of each.
+template <typename T, int kRows>
+__global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm<kRows>)
+    merge_attn_states_kernel(const MergeParams p) {
+  constexpr int N = Pack<T>::kElems;
+  constexpr float kPosInf = INFINITY;
+  constexpr float kNegInf = -INFINITY;
+
+  const uint32_t row_base = blockIdx.x * blockDim.y * kRows + threadIdx.y;
+
+  const uint4* src_p[kRows];
+  const uint4* src_s[kRows];
+  uint4* dst[kRows];
+  float w_p[kRows];
+  float w_s[kRows];
+  bool valid[kRows];
+  bool copy_prefix[kRows];
+
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const uint32_t row = row_base + i * blockDim.y;
+    valid[i] = row < p.num_rows;
+    const uint32_t r = valid[i] ? row : 0;
+    const uint32_t t = r / p.num_heads;
+    const uint32_t h = r - t * p.num_heads;
+
+    float pl = STABLEOPS_LDG(p.prefix_lse + (h * p.prefix_lse_sh + t * p.prefix_lse_st));
+    float sl = STABLEOPS_LDG(p.suffix_lse + (h * p.suffix_lse_sh + t * p.suffix_lse_st));
+    pl = (pl == kPosInf) ? kNegInf : pl;
+    sl = (sl == kPosInf) ? kNegInf : sl;
+    const bool any_nan = (pl != pl) || (sl != sl);
+    const float m = any_nan ? pl + sl : fmaxf(pl, sl);  // NaN if any NaN
+    copy_prefix[i] = (m == kNegInf);
+
+    // e = exp(min - max) in [0, 1]; Z = 1 + e. -inf - finite = -inf -> e = 0.
+    const float e = __expf(-fabsf(pl - sl));
+    const float inv_z = __fdividef(1.0f, 1.0f + e);
+    const bool p_is_max = pl >= sl;
+    w_p[i] = p_is_max ? inv_z : e * inv_z;
+    w_s[i] = p_is_max ? e * inv_z : inv_z;
+
+    src_p[i] = reinterpret_cast<const uint4*>(static_cast<const T*>(p.prefix) +
+                                              t * p.prefix_s0 +
+                                              h * p.prefix_s1);
+    src_s[i] = reinterpret_cast<const uint4*>(static_cast<const T*>(p.suffix) +
+                                              t * p.suffix_s0 +
+                                              h * p.suffix_s1);
+    dst[i] = reinterpret_cast<uint4*>(static_cast<T*>(p.out) + t * p.out_s0 +
+                                      h * p.out_s1);
+    // One thread per row writes the merged LSE; the accurate log1pf is
+    // evaluated only there.
+    if (p.out_lse != nullptr && threadIdx.x == 0 && valid[i]) {
+      p.out_lse[h * p.out_lse_sh + t * p.out_lse_st] =
+          copy_prefix[i] ? kNegInf : m + log1pf(e);
+    }
+  }
+
+  for (uint32_t k = threadIdx.x; k < p.packs_per_row; k += blockDim.x) {
+    uint4 a[kRows];
+    uint4 b[kRows];
+    // Issue every load before any math so they are all in flight together.
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      if (valid[i]) {
+        a[i] = STABLEOPS_LDG(src_p[i] + k);
+        if (!copy_prefix[i]) b[i] = STABLEOPS_LDG(src_s[i] + k);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      if (!valid[i]) continue;
+      if (copy_prefix[i]) {
+        dst[i][k] = a[i];
+        continue;
+      }
+      float fp[N];
+      float fs[N];
+      float fo[N];
+      Pack<T>::to_float(a[i], fp);
+      Pack<T>::to_float(b[i], fs);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        fo[j] = fmaf(fp[j], w_p[i], fs[j] * w_s[i]);
+      }
+      dst[i][k] = Pack<T>::from_float(fo);
+    }
+  }
+}
+
+// Tuning knob for benchmarking only: STABLEOPS_MERGE_ROWS_PER_THREAD=1 or 2
+// forces the variant; unset (or anything else) = automatic. Read once.
+int forced_rows_per_thread() {
+  static const int value = [] {
+    const char* env = std::getenv("STABLEOPS_MERGE_ROWS_PER_THREAD");
+    if (env == nullptr) return 0;
+    if (env[0] == '1' && env[1] == '\0') return 1;
+    if (env[0] == '2' && env[1] == '\0') return 2;
+    return 0;
+  }();
+  return value;
+}
+
+template <typename T>
+void launch_merge(const MergeParams& params, cudaStream_t stream) {
+  const uint32_t packs_x =
+      params.packs_per_row < static_cast<uint32_t>(kBlockThreads)
+          ? params.packs_per_row
+          : static_cast<uint32_t>(kBlockThreads);
+  const uint32_t rows_y = static_cast<uint32_t>(kBlockThreads) / packs_x;
+  const dim3 block(packs_x, rows_y);
+  // Two rows per thread once there is enough work to fill the GPU several
+  // times over (~1M packs = 16 MB per input); below that one row per thread
+  // keeps more threads (and SMs) busy.
+  const uint64_t total_packs =
+      static_cast<uint64_t>(params.num_rows) * params.packs_per_row;
+  const int forced = forced_rows_per_thread();
+  const bool two_rows = forced != 0 ? forced == 2
+                                    : total_packs >= (uint64_t{1} << 20);
+  if (two_rows) {
+    constexpr int kRows = 2;
+    const uint64_t rows_per_block = static_cast<uint64_t>(rows_y) * kRows;
+    const dim3 grid(static_cast<uint32_t>(
+        (params.num_rows + rows_per_block - 1) / rows_per_block));
+    merge_attn_states_kernel<T, kRows><<<grid, block, 0, stream>>>(params);
+  } else {
+    constexpr int kRows = 1;
+    const uint64_t rows_per_block = rows_y;
+    const dim3 grid(static_cast<uint32_t>(
+        (params.num_rows + rows_per_block - 1) / rows_per_block));
+    merge_attn_states_kernel<T, kRows><<<grid, block, 0, stream>>>(params);
+  }
+  STABLEOPS_GPU_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void merge_attn_states_cuda(torch::stable::Tensor& output,
+                            std::optional<torch::stable::Tensor> output_lse,
+                            const torch::stable::Tensor& prefix_output,
+                            const torch::stable::Tensor& prefix_lse,
+                            const torch::stable::Tensor& suffix_output,
+                            const torch::stable::Tensor& suffix_lse) {
+  // Shared validation: shapes, dtypes, devices, last-dim contiguity, 16-byte
+  // alignment, strides and head_size multiples of the vector width.
+  const MergeAttnStatesDims dims = check_merge_attn_states_inputs(
+      output, output_lse, prefix_output, prefix_lse, suffix_output, suffix_lse,
+      torch::headeronly::DeviceType::CUDA, kMergeAttnStatesVecBytes);
+
+  const int64_t elem_size = static_cast<int64_t>(output.element_size());
+  const int64_t pack_elems = kMergeAttnStatesVecBytes / elem_size;
+  // Defence in depth: the kernel's correctness depends on this.
+  STD_TORCH_CHECK(dims.head_size % pack_elems == 0,
+                  "merge_attn_states: head_size (", dims.head_size,
+                  ") must be a multiple of ", pack_elems,
+                  " (128-bit vectors) for this dtype");
+
+  const int64_t num_rows = dims.num_tokens * dims.num_heads;
+  if (num_rows == 0) return;  // T == 0 (or H == 0): nothing to launch.
+  // 32-bit row indices (with headroom for the last block's overshoot).
+  STD_TORCH_CHECK(num_rows <= static_cast<int64_t>(INT32_MAX),
+                  "merge_attn_states: num_tokens * num_heads (", num_rows,
+                  ") exceeds the kernel's 32-bit row index");
+
+  // Same rule as the shared check: an undefined tensor in the optional means
+  // "no output_lse".
+  const bool has_output_lse = output_lse.has_value() && output_lse->defined();
+
+  MergeParams params;
+  params.out = output.data_ptr();
+  params.out_lse =
+      has_output_lse ? static_cast<float*>(output_lse->data_ptr()) : nullptr;
+  params.prefix = prefix_output.data_ptr();
+  params.prefix_lse = static_cast<const float*>(prefix_lse.data_ptr());
+  params.suffix = suffix_output.data_ptr();
+  params.suffix_lse = static_cast<const float*>(suffix_lse.data_ptr());
+  params.num_rows = static_cast<uint32_t>(num_rows);
+  params.num_heads = static_cast<uint32_t>(dims.num_heads);
+  params.packs_per_row = static_cast<uint32_t>(dims.head_size / pack_elems);
+  params.out_s0 = output.stride(0);
+  params.out_s1 = output.stride(1);
+  params.prefix_s0 = prefix_output.stride(0);
+  params.prefix_s1 = prefix_output.stride(1);
+  params.suffix_s0 = suffix_output.stride(0);
+  params.suffix_s1 = suffix_output.stride(1);
+  params.prefix_lse_sh = prefix_lse.stride(0);
+  params.prefix_lse_st = prefix_lse.stride(1);
+  params.suffix_lse_sh = suffix_lse.stride(0);
+  params.suffix_lse_st = suffix_lse.stride(1);
+  params.out_lse_sh = has_output_lse ? output_lse->stride(0) : 0;
+  params.out_lse_st = has_output_lse ? output_lse->stride(1) : 0;
+
+  const int32_t device_index = output.get_device_index();
+  const torch::stable::accelerator::DeviceGuard device_guard(device_index);
+  const cudaStream_t stream =
+      static_cast<cudaStream_t>(current_gpu_stream(device_index));
+
+  switch (output.scalar_type()) {
+    case torch::headeronly::ScalarType::Float:
+      launch_merge<float>(params, stream);
+      break;
+    case torch::headeronly::ScalarType::Half:
+      launch_merge<stableops_half>(params, stream);
+      break;
+    case torch::headeronly::ScalarType::BFloat16:
+      launch_merge<stableops_bf16>(params, stream);
+      break;
+    default:
+      STD_TORCH_CHECK(false, "merge_attn_states: unsupported dtype ",
+                      scalar_type_name(output.scalar_type()));
+  }
+}
+
+}  // namespace stableops
