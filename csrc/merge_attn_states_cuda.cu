@@ -32,7 +32,6 @@
 //     synchronisation, no allocation -> CUDA-graph capturable.
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <optional>
 
@@ -52,12 +51,11 @@ namespace {
 
 constexpr int kBlockThreads = 256;
 // Residency we ask ptxas to guarantee (caps registers per thread): 6 blocks of
-// 256 threads for one row per thread (1536 threads: the most every target
-// architecture allows, sm_86/89/120 included; the kernel needs ~31 registers,
-// so Ampere/Hopper still reach 8 blocks); 5 for two rows per thread (<= 51
-// regs; 6 would force spills).
+// 256 threads (1536 threads: the most every target architecture allows,
+// sm_86/89/120 included; the kernel needs ~31 registers, so Ampere and Hopper
+// still reach 8 blocks).
 template <int kRows>
-constexpr int kMinBlocksPerSm = kRows == 1 ? 6 : 5;
+constexpr int kMinBlocksPerSm = 6;
 
 // 16-byte pack <-> 4 or 8 floats.
 template <typename T>
@@ -239,19 +237,6 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm<kRows>)
   }
 }
 
-// Tuning knob for benchmarking only: STABLEOPS_MERGE_ROWS_PER_THREAD=1 or 2
-// forces the variant; unset (or anything else) = automatic. Read once.
-int forced_rows_per_thread() {
-  static const int value = [] {
-    const char* env = std::getenv("STABLEOPS_MERGE_ROWS_PER_THREAD");
-    if (env == nullptr) return 0;
-    if (env[0] == '1' && env[1] == '\0') return 1;
-    if (env[0] == '2' && env[1] == '\0') return 2;
-    return 0;
-  }();
-  return value;
-}
-
 template <typename T>
 void launch_merge(const MergeParams& params, cudaStream_t stream) {
   const uint32_t packs_x =
@@ -260,27 +245,14 @@ void launch_merge(const MergeParams& params, cudaStream_t stream) {
           : static_cast<uint32_t>(kBlockThreads);
   const uint32_t rows_y = static_cast<uint32_t>(kBlockThreads) / packs_x;
   const dim3 block(packs_x, rows_y);
-  // Two rows per thread once there is enough work to fill the GPU several
-  // times over (~1M packs = 16 MB per input); below that one row per thread
-  // keeps more threads (and SMs) busy.
-  const uint64_t total_packs =
-      static_cast<uint64_t>(params.num_rows) * params.packs_per_row;
-  const int forced = forced_rows_per_thread();
-  const bool two_rows = forced != 0 ? forced == 2
-                                    : total_packs >= (uint64_t{1} << 20);
-  if (two_rows) {
-    constexpr int kRows = 2;
-    const uint64_t rows_per_block = static_cast<uint64_t>(rows_y) * kRows;
-    const dim3 grid(static_cast<uint32_t>(
-        (params.num_rows + rows_per_block - 1) / rows_per_block));
-    merge_attn_states_kernel<T, kRows><<<grid, block, 0, stream>>>(params);
-  } else {
-    constexpr int kRows = 1;
-    const uint64_t rows_per_block = rows_y;
-    const dim3 grid(static_cast<uint32_t>(
-        (params.num_rows + rows_per_block - 1) / rows_per_block));
-    merge_attn_states_kernel<T, kRows><<<grid, block, 0, stream>>>(params);
-  }
+  // One row per thread: measured on an H200 (2026-12-02, docs/PERFORMANCE.md)
+  // faster at every benchmarked shape than two rows per thread, whose extra
+  // registers cost occupancy.
+  constexpr int kRows = 1;
+  const uint64_t rows_per_block = rows_y;
+  const dim3 grid(static_cast<uint32_t>(
+      (params.num_rows + rows_per_block - 1) / rows_per_block));
+  merge_attn_states_kernel<T, kRows><<<grid, block, 0, stream>>>(params);
   STABLEOPS_GPU_CHECK_LAUNCH();
 }
 

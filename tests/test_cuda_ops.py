@@ -192,9 +192,9 @@ def test_merge_smallest_head_size(dtype):
 
 @requires_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_merge_large_two_rows_per_thread_with_tail(dtype):
-    # >= 2**20 packs selects the 2-rows-per-thread variant; T*H is not a
-    # multiple of the rows per block, so the last block is partial.
+def test_merge_large_with_partial_last_block(dtype):
+    # A large problem where T*H is not a multiple of the rows per block, so
+    # the last block is partial.
     t, h, d = 4099, 33, 128
     x = make_inputs(t, h, d, dtype, seed=3)
     out = torch.full((t, h, d), float("nan"), dtype=dtype, device="cuda")
