@@ -51,11 +51,12 @@ def stable_op_library(name, srcs = [], hdrs = [], gpu_srcs = [], deps = [], copt
         cuda_objects(
             name = name + "_cuda",
             srcs = gpu_srcs,
+            hdrs = hdrs + [s for s in srcs if s.endswith((".h", ".hpp", ".cuh", ".inc"))],
             deps = all_deps + ([":" + name + "_hdrs"] if hdrs else []),
             copts = gpu_copts,
             target_compatible_with = select({
                 _GPU_CUDA: [],
-                "//conditions:default": ["@platforms//:incompatible"],
+                "//conditions:default": [Label("@platforms//:incompatible")],
             }),
             visibility = ["//visibility:private"],
         )

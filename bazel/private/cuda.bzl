@@ -58,7 +58,7 @@ def _cuda_objects_impl(ctx):
             executable = ctx.executable._nvcc,
             arguments = [args],
             inputs = depset(
-                [src],
+                [src] + ctx.files.hdrs,
                 transitive = [compilation_context.headers, ctx.attr._toolkit[DefaultInfo].files, cc_toolchain.all_files],
             ),
             outputs = [obj],
@@ -90,6 +90,7 @@ cuda_objects = rule(
     doc = "Compiles CUDA sources with the hermetic nvcc; use it through stable_op_library(gpu_srcs=...).",
     attrs = {
         "srcs": attr.label_list(allow_files = [".cu"], doc = ".cu sources."),
+        "hdrs": attr.label_list(allow_files = [".h", ".hpp", ".cuh", ".inc"], doc = "Headers the sources include by relative path (the library's own)."),
         "deps": attr.label_list(providers = [CcInfo], doc = "Headers, defines and libraries the sources use."),
         "copts": attr.string_list(doc = "Extra nvcc flags."),
         "_archs": attr.label(default = "//bazel:cuda_archs"),
