@@ -19,6 +19,7 @@ _GPU_CUDA = Label("//bazel:gpu_cuda")
 _GPU_ROCM = Label("//bazel:gpu_rocm")
 _CUDART_STATIC = Label("@stableops_cuda//:cudart_static")
 _ABI_AUDIT = Label("//bazel/private:abi_audit.py")
+_GLIBCXX_COMPAT = Label("//bazel/private:glibcxx_compat")
 
 stable_wheel = _stable_wheel
 
@@ -80,7 +81,10 @@ def stable_extension(name, deps, **kwargs):
 
     Links the given stable_op_library targets into a shared object whose only
     non-system dependency is libtorch_cpu.so, named for abi3 so one file serves
-    every Python >= 3.10 and every torch >= the target version.
+    every Python >= 3.10 and every torch >= the target version. Links
+    //bazel/private:glibcxx_compat, which keeps libstdc++ references within
+    manylinux_2_28 (GLIBCXX <= 3.4.24) although torch's headers use GCC 9+
+    stringstream constructors.
 
     Args:
       name: the shared object's path without `.abi3.so`, relative to the
@@ -91,7 +95,7 @@ def stable_extension(name, deps, **kwargs):
     cc_binary(
         name = name + ".abi3.so",
         linkshared = True,
-        deps = deps + [_LIBTORCH_CPU] + select({
+        deps = deps + [_LIBTORCH_CPU, _GLIBCXX_COMPAT] + select({
             _GPU_CUDA: [_CUDART_STATIC],
             "//conditions:default": [],
         }),
@@ -140,7 +144,7 @@ def stable_py_test(name, srcs, main = None, deps = [], data = [], env = {}, tags
         tests.append(":" + test_name)
     native.test_suite(name = name, tests = tests, tags = tags)
 
-def stable_abi_audit_test(name, shared_object, max_glibc = "2.17", max_glibcxx = "3.4.26", **kwargs):
+def stable_abi_audit_test(name, shared_object, max_glibc = "2.17", max_glibcxx = "3.4.24", **kwargs):
     """Audits a shared object against the stable-ABI promise.
 
     Fails when it has an undefined symbol outside the stable C shim
@@ -152,7 +156,8 @@ def stable_abi_audit_test(name, shared_object, max_glibc = "2.17", max_glibcxx =
       name: test name.
       shared_object: label of the .so (e.g. a stable_extension target).
       max_glibc: highest GLIBC_x.y symbol version allowed.
-      max_glibcxx: highest GLIBCXX_x.y.z symbol version allowed.
+      max_glibcxx: highest GLIBCXX_x.y.z symbol version allowed (default: the
+        newest manylinux_2_28 allows, GCC 8's 3.4.24).
       **kwargs: passed to py_test.
     """
     py_test(
