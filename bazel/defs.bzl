@@ -1,7 +1,8 @@
 """stableops' public Bazel API: build stable-ABI PyTorch op libraries.
 
     load("@stableops//bazel:defs.bzl", "stable_op_library", "stable_extension",
-         "stable_py_test", "stable_abi_audit_test", "stable_wheel")
+         "stable_py_test", "stable_abi_audit_test", "stable_wheel",
+         "stable_target_version_test")
 
 stableops' own //csrc, //python and //tests use exactly these.
 """
@@ -9,8 +10,10 @@ stableops' own //csrc, //python and //tests use exactly these.
 load("@rules_cc//cc:defs.bzl", "cc_binary", "cc_library")
 load("@rules_python//python:defs.bzl", "py_test")
 load("@stableops_torch//:runtimes.bzl", "TORCH_RUNTIMES")
+load("//bazel/private:compile_probe.bzl", "compile_probe_test")
 load("//bazel/private:cuda.bzl", "cuda_objects")
 load("//bazel/private:wheel.bzl", _stable_wheel = "stable_wheel")
+load("//toolchains/torch:version.bzl", "TORCH_TARGET_VERSION")
 
 _STABLE_ABI = Label("@stableops_torch//:stable_abi")
 _LIBTORCH_CPU = Label("@stableops_torch//:libtorch_cpu")
@@ -170,5 +173,34 @@ def stable_abi_audit_test(name, shared_object, max_glibc = "2.17", max_glibcxx =
             "--max_glibc=" + max_glibc,
             "--max_glibcxx=" + max_glibcxx,
         ],
+        **kwargs
+    )
+
+def stable_target_version_test(name, src, newer_version, expected_error, target_version = TORCH_TARGET_VERSION, **kwargs):
+    """Guards the torch target version: `src` uses an API newer than it.
+
+    Compiles `src` (-fsyntax-only, the hermetic C++ toolchain, torch's
+    stable-ABI headers) twice: with TORCH_TARGET_VERSION at `target_version`
+    (default: //toolchains/torch:version.bzl's, the one the library is built
+    at), which must FAIL with an error matching `expected_error`, and at
+    `newer_version`, which must compile. Raising the target silently makes the
+    first compile succeed and the test fail.
+
+    Args:
+      name: test name.
+      src: a .cpp file using an API that appears in `newer_version`.
+      newer_version: MAJOR.MINOR where `src` compiles (the build's torch
+        headers must be at least this new).
+      expected_error: grep -E pattern of the expected compile error.
+      target_version: MAJOR.MINOR where `src` must not compile.
+      **kwargs: passed to the test rule (tags, size, ...).
+    """
+    compile_probe_test(
+        name = name,
+        src = src,
+        headers = _STABLE_ABI,
+        fails_at = target_version,
+        compiles_at = newer_version,
+        expected_error = expected_error,
         **kwargs
     )
