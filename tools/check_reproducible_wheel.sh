@@ -67,6 +67,9 @@ for n in sorted(na & nb):
     elif a.getinfo(n).date_time != b.getinfo(n).date_time or a.getinfo(n).external_attr != b.getinfo(n).external_attr:
         print("  zip header differs:", n)
 PY
+  keep="$cache/bazel/repro-mismatch"
+  rm -rf "$keep" && mkdir -p "$keep" && cp "$first" "$keep/wheel1.whl" && cp "$second" "$keep/wheel2.whl"
+  echo "check_reproducible_wheel: both wheels kept in $keep for diffoscope / cmp" >&2
   exit 1
 fi
 echo "check_reproducible_wheel: OK, byte-identical"
