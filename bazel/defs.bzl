@@ -1,7 +1,8 @@
 """stableops' public Bazel API: build stable-ABI PyTorch op libraries.
 
     load("@stableops//bazel:defs.bzl", "stable_op_library", "stable_extension",
-         "stable_py_test", "stable_abi_audit_test", "stable_wheel")
+         "stable_py_test", "stable_abi_audit_test", "stable_wheel",
+         "stable_target_version_test")
 
 stableops' own //csrc, //python and //tests use exactly these.
 """
@@ -9,8 +10,10 @@ stableops' own //csrc, //python and //tests use exactly these.
 load("@rules_cc//cc:defs.bzl", "cc_binary", "cc_library")
 load("@rules_python//python:defs.bzl", "py_test")
 load("@stableops_torch//:runtimes.bzl", "TORCH_RUNTIMES")
+load("//bazel/private:compile_probe.bzl", "compile_probe_test")
 load("//bazel/private:cuda.bzl", "cuda_objects")
 load("//bazel/private:wheel.bzl", _stable_wheel = "stable_wheel")
+load("//toolchains/torch:version.bzl", "TORCH_TARGET_VERSION")
 
 _STABLE_ABI = Label("@stableops_torch//:stable_abi")
 _LIBTORCH_CPU = Label("@stableops_torch//:libtorch_cpu")
@@ -19,6 +22,7 @@ _GPU_CUDA = Label("//bazel:gpu_cuda")
 _GPU_ROCM = Label("//bazel:gpu_rocm")
 _CUDART_STATIC = Label("@stableops_cuda//:cudart_static")
 _ABI_AUDIT = Label("//bazel/private:abi_audit.py")
+_GLIBCXX_COMPAT = Label("//bazel/private:glibcxx_compat")
 
 stable_wheel = _stable_wheel
 
@@ -81,7 +85,10 @@ def stable_extension(name, deps, **kwargs):
 
     Links the given stable_op_library targets into a shared object whose only
     non-system dependency is libtorch_cpu.so, named for abi3 so one file serves
-    every Python >= 3.10 and every torch >= the target version.
+    every Python >= 3.10 and every torch >= the target version. Links
+    //bazel/private:glibcxx_compat, which keeps libstdc++ references within
+    manylinux_2_28 (GLIBCXX <= 3.4.24) although torch's headers use GCC 9+
+    stringstream constructors.
 
     Args:
       name: the shared object's path without `.abi3.so`, relative to the
@@ -92,7 +99,7 @@ def stable_extension(name, deps, **kwargs):
     cc_binary(
         name = name + ".abi3.so",
         linkshared = True,
-        deps = deps + [_LIBTORCH_CPU] + select({
+        deps = deps + [_LIBTORCH_CPU, _GLIBCXX_COMPAT] + select({
             _GPU_CUDA: [_CUDART_STATIC],
             "//conditions:default": [],
         }),
@@ -141,7 +148,7 @@ def stable_py_test(name, srcs, main = None, deps = [], data = [], env = {}, tags
         tests.append(":" + test_name)
     native.test_suite(name = name, tests = tests, tags = tags)
 
-def stable_abi_audit_test(name, shared_object, max_glibc = "2.17", max_glibcxx = "3.4.26", **kwargs):
+def stable_abi_audit_test(name, shared_object, max_glibc = "2.17", max_glibcxx = "3.4.24", **kwargs):
     """Audits a shared object against the stable-ABI promise.
 
     Fails when it has an undefined symbol outside the stable C shim
@@ -153,7 +160,8 @@ def stable_abi_audit_test(name, shared_object, max_glibc = "2.17", max_glibcxx =
       name: test name.
       shared_object: label of the .so (e.g. a stable_extension target).
       max_glibc: highest GLIBC_x.y symbol version allowed.
-      max_glibcxx: highest GLIBCXX_x.y.z symbol version allowed.
+      max_glibcxx: highest GLIBCXX_x.y.z symbol version allowed (default: the
+        newest manylinux_2_28 allows, GCC 8's 3.4.24).
       **kwargs: passed to py_test.
     """
     py_test(
@@ -166,5 +174,34 @@ def stable_abi_audit_test(name, shared_object, max_glibc = "2.17", max_glibcxx =
             "--max_glibc=" + max_glibc,
             "--max_glibcxx=" + max_glibcxx,
         ],
+        **kwargs
+    )
+
+def stable_target_version_test(name, src, newer_version, expected_error, target_version = TORCH_TARGET_VERSION, **kwargs):
+    """Guards the torch target version: `src` uses an API newer than it.
+
+    Compiles `src` (-fsyntax-only, the hermetic C++ toolchain, torch's
+    stable-ABI headers) twice: with TORCH_TARGET_VERSION at `target_version`
+    (default: //toolchains/torch:version.bzl's, the one the library is built
+    at), which must FAIL with an error matching `expected_error`, and at
+    `newer_version`, which must compile. Raising the target silently makes the
+    first compile succeed and the test fail.
+
+    Args:
+      name: test name.
+      src: a .cpp file using an API that appears in `newer_version`.
+      newer_version: MAJOR.MINOR where `src` compiles (the build's torch
+        headers must be at least this new).
+      expected_error: grep -E pattern of the expected compile error.
+      target_version: MAJOR.MINOR where `src` must not compile.
+      **kwargs: passed to the test rule (tags, size, ...).
+    """
+    compile_probe_test(
+        name = name,
+        src = src,
+        headers = _STABLE_ABI,
+        fails_at = target_version,
+        compiles_at = newer_version,
+        expected_error = expected_error,
         **kwargs
     )

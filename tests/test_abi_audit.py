@@ -1,7 +1,7 @@
 """ABI audit of the built stableops library (see bazel/private/abi_audit.py).
 
 The audited file is the package's ``_C.abi3.so`` as found by stableops'
-loader, or $STABLEOPS_SO. Bounds default to GLIBC 2.17 / GLIBCXX 3.4.26 and
+loader, or $STABLEOPS_SO. Bounds default to GLIBC 2.17 / GLIBCXX 3.4.24 and
 can be overridden with $STABLEOPS_MAX_GLIBC / $STABLEOPS_MAX_GLIBCXX; extra
 allowed NEEDED regexes (comma separated) come from $STABLEOPS_ALLOW_NEEDED.
 A build on a new host without the project's sysroot fails the GLIBC bound:
@@ -118,7 +118,7 @@ def test_audit_logic_flags_every_violation() -> None:
     assert "foo@LIBFOO_1.0" in text
     assert "highest GLIBC version 2.32 exceeds 2.17" in text
     assert "__libc_single_threaded@GLIBC_2.32" in text
-    assert "highest GLIBCXX version 3.4.29 exceeds 3.4.26" in text
+    assert "highest GLIBCXX version 3.4.29 exceeds 3.4.24" in text
     assert "memcpy" not in text and "aoti_torch_get_sizes" not in text
     assert "__gmon_start__" not in text and "my_exported" not in text
     assert r.runpath == ["$ORIGIN", "/x"]

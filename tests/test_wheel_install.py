@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 _CHECK = """
-import pathlib, sys, torch, stableops
+import importlib.metadata, pathlib, sys, torch, stableops
+assert stableops.__version__ == importlib.metadata.version("stableops"), (stableops.__version__, importlib.metadata.version("stableops"))
 assert pathlib.Path(stableops.__file__).resolve().is_relative_to(pathlib.Path(sys.prefix).resolve()), stableops.__file__
 T, H, D = 3, 2, 8
 p, s = torch.randn(T, H, D), torch.randn(T, H, D)

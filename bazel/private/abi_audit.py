@@ -11,8 +11,8 @@ Checks, using binutils' readelf (``-W --dyn-syms``, ``-d``, ``-V``):
   version tags (GLIBC_*, GLIBCXX_*, CXXABI_*, GCC_*). Anything else (c10::,
   at::, torch:: C++ symbols, ...) means the library is not stable-ABI only.
 * Symbol-version floors: highest GLIBC_x <= --max_glibc (default 2.17) and
-  highest GLIBCXX_x <= --max_glibcxx (default 3.4.26), so the library loads on
-  old distributions.
+  highest GLIBCXX_x <= --max_glibcxx (default 3.4.24, manylinux_2_28's GCC 8),
+  so the library loads on old distributions.
 * No TEXTREL.
 
 Reusable as a module (``audit(path, ...) -> AuditReport``) and as a CLI:
@@ -33,7 +33,7 @@ import sys
 from collections.abc import Iterable, Sequence
 
 DEFAULT_MAX_GLIBC = "2.17"
-DEFAULT_MAX_GLIBCXX = "3.4.26"
+DEFAULT_MAX_GLIBCXX = "3.4.24"  # manylinux_2_28 (GCC 8 libstdc++)
 
 #: NEEDED entries always allowed (regexes, full match).
 SYSTEM_NEEDED = (

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["LIBRARY_FILENAME", "NAMESPACES", "library_path", "load_library", "ops"]
+from ._version import __version__
+
+__all__ = ["LIBRARY_FILENAME", "__version__", "NAMESPACES", "library_path", "load_library", "ops"]
 
 #: File name of the compiled library inside this package directory.
 LIBRARY_FILENAME = "_C.abi3.so"
