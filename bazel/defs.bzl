@@ -12,6 +12,7 @@ load("@rules_python//python:defs.bzl", "py_test")
 load("@stableops_torch//:runtimes.bzl", "TORCH_RUNTIMES")
 load("//bazel/private:compile_probe.bzl", "compile_probe_test")
 load("//bazel/private:cuda.bzl", "cuda_objects")
+load("//bazel/private:hip.bzl", "hip_objects")
 load("//bazel/private:wheel.bzl", _stable_wheel = "stable_wheel")
 load("//toolchains/torch:version.bzl", "TORCH_TARGET_VERSION")
 
@@ -21,6 +22,9 @@ _GPU_DEFINES = Label("//bazel:gpu_defines")
 _GPU_CUDA = Label("//bazel:gpu_cuda")
 _GPU_ROCM = Label("//bazel:gpu_rocm")
 _CUDART_STATIC = Label("@stableops_cuda//:cudart_static")
+_AMDHIP64 = Label("@stableops_rocm//:amdhip64")
+_ROCM_TEST_ENV = Label("@stableops_rocm//:test_env")
+_ROCM_ARCHS_VARS = Label("//bazel:rocm_archs_vars")
 _ABI_AUDIT = Label("//bazel/private:abi_audit.py")
 _GLIBCXX_COMPAT = Label("//bazel/private:glibcxx_compat")
 
@@ -35,8 +39,9 @@ def stable_op_library(name, srcs = [], hdrs = [], gpu_srcs = [], deps = [], copt
     always linked, so static op registrations survive into the extension.
 
     `gpu_srcs` (.cu files) are compiled only in GPU builds: by the hermetic
-    nvcc under --config=cuda (architectures from --//bazel:cuda_archs). The
-    same files serve ROCm through csrc/gpu_compat.h. Every source sees
+    nvcc under --config=cuda (architectures from --//bazel:cuda_archs), and
+    the same files as HIP by the HIP clang under --config=rocm (architectures
+    from --//bazel:rocm_archs), through csrc/gpu_compat.h. Every source sees
     STABLEOPS_WITH_GPU in GPU builds.
 
     Args:
@@ -52,10 +57,12 @@ def stable_op_library(name, srcs = [], hdrs = [], gpu_srcs = [], deps = [], copt
     all_deps = deps + [_STABLE_ABI, _GPU_DEFINES]
     gpu = []
     if gpu_srcs:
+        # Headers the GPU sources include by relative path.
+        gpu_hdrs = hdrs + [s for s in srcs if s.endswith((".h", ".hpp", ".cuh", ".inc"))]
         cuda_objects(
             name = name + "_cuda",
             srcs = gpu_srcs,
-            hdrs = hdrs + [s for s in srcs if s.endswith((".h", ".hpp", ".cuh", ".inc"))],
+            hdrs = gpu_hdrs,
             deps = all_deps + ([":" + name + "_hdrs"] if hdrs else []),
             copts = gpu_copts,
             target_compatible_with = select({
@@ -64,10 +71,23 @@ def stable_op_library(name, srcs = [], hdrs = [], gpu_srcs = [], deps = [], copt
             }),
             visibility = ["//visibility:private"],
         )
+        hip_objects(
+            name = name + "_hip",
+            srcs = gpu_srcs,
+            hdrs = gpu_hdrs,
+            deps = all_deps + ([":" + name + "_hdrs"] if hdrs else []),
+            copts = gpu_copts,
+            target_compatible_with = select({
+                _GPU_ROCM: [],
+                "//conditions:default": [Label("@platforms//:incompatible")],
+            }),
+            visibility = ["//visibility:private"],
+        )
         if hdrs:
             cc_library(name = name + "_hdrs", hdrs = hdrs, deps = all_deps, visibility = ["//visibility:private"])
         gpu = select({
             _GPU_CUDA: [":" + name + "_cuda"],
+            _GPU_ROCM: [":" + name + "_hip"],
             "//conditions:default": [],
         })
     cc_library(
@@ -84,7 +104,9 @@ def stable_extension(name, deps, **kwargs):
     """The ONE shared object of an op package: `<name>.abi3.so`.
 
     Links the given stable_op_library targets into a shared object whose only
-    non-system dependency is libtorch_cpu.so, named for abi3 so one file serves
+    non-system dependency is libtorch_cpu.so (plus, in ROCm builds, the HIP
+    runtime libamdhip64.so.<major>, linked dynamically as ROCm's torch does;
+    the CUDA runtime is linked statically), named for abi3 so one file serves
     every Python >= 3.10 and every torch >= the target version. Links
     //bazel/private:glibcxx_compat, which keeps libstdc++ references within
     manylinux_2_28 (GLIBCXX <= 3.4.24) although torch's headers use GCC 9+
@@ -101,16 +123,20 @@ def stable_extension(name, deps, **kwargs):
         linkshared = True,
         deps = deps + [_LIBTORCH_CPU, _GLIBCXX_COMPAT] + select({
             _GPU_CUDA: [_CUDART_STATIC],
+            _GPU_ROCM: [_AMDHIP64],
             "//conditions:default": [],
         }),
         **kwargs
     )
 
-def stable_py_test(name, srcs, main = None, deps = [], data = [], env = {}, tags = [], **kwargs):
+def stable_py_test(name, srcs, main = None, deps = [], data = [], env = {}, tags = [], toolchains = [], **kwargs):
     """A py_test run once under every torch runtime of @stableops_torch.
 
     The test sees STABLEOPS_EXPECT_BACKEND (cpu, cuda or rocm: what the
-    library was built for), STABLEOPS_EXPECT_TORCH and STABLEOPS_PYTHON.
+    library was built for), STABLEOPS_EXPECT_TORCH and STABLEOPS_PYTHON; in
+    ROCm builds also STABLEOPS_ROCM_ARCHS (--//bazel:rocm_archs) and
+    LD_LIBRARY_PATH (empty for the build image, whose system library path has
+    libamdhip64; <ROCM_PATH>/lib with --repo_env=ROCM_PATH).
     Creates `<name>_torch<X_Y>` for each runtime (e.g. test_ops_torch2_11 and
     test_ops_torch2_13) plus a test_suite `<name>` holding them, so one built
     shared object is tested under each torch it promises to load into.
@@ -123,6 +149,7 @@ def stable_py_test(name, srcs, main = None, deps = [], data = [], env = {}, tags
       data: runtime data.
       env: extra environment for the test.
       tags: tags for every generated test (e.g. "requires-gpu-nvidia").
+      toolchains: Make-variable providers for env (py_test's toolchains).
       **kwargs: passed to py_test.
     """
     tests = []
@@ -139,8 +166,17 @@ def stable_py_test(name, srcs, main = None, deps = [], data = [], env = {}, tags
             data = data,
             env = select({
                 _GPU_CUDA: dict(test_env, STABLEOPS_EXPECT_BACKEND = "cuda"),
-                _GPU_ROCM: dict(test_env, STABLEOPS_EXPECT_BACKEND = "rocm"),
+                _GPU_ROCM: dict(
+                    test_env,
+                    STABLEOPS_EXPECT_BACKEND = "rocm",
+                    STABLEOPS_ROCM_ARCHS = "$(STABLEOPS_ROCM_ARCHS)",
+                    LD_LIBRARY_PATH = "$(STABLEOPS_ROCM_LD_LIBRARY_PATH)",
+                ),
                 "//conditions:default": dict(test_env, STABLEOPS_EXPECT_BACKEND = "cpu"),
+            }),
+            toolchains = toolchains + select({
+                _GPU_ROCM: [_ROCM_TEST_ENV, _ROCM_ARCHS_VARS],
+                "//conditions:default": [],
             }),
             tags = tags,
             **kwargs
@@ -153,8 +189,9 @@ def stable_abi_audit_test(name, shared_object, max_glibc = "2.17", max_glibcxx =
 
     Fails when it has an undefined symbol outside the stable C shim
     (aoti_torch_*, torch_*) and the C/C++ runtime, a NEEDED entry other than
-    libtorch_cpu.so and system libraries, or a glibc / GLIBCXX symbol version
-    above the bounds. Prints the highest versions it found.
+    libtorch_cpu.so and system libraries (and, in ROCm builds, the HIP runtime
+    libamdhip64.so.N with its hip_x.y symbol versions), or a glibc / GLIBCXX
+    symbol version above the bounds. Prints the highest versions it found.
 
     Args:
       name: test name.
@@ -173,7 +210,11 @@ def stable_abi_audit_test(name, shared_object, max_glibc = "2.17", max_glibcxx =
             "--so=$(rootpath {})".format(shared_object),
             "--max_glibc=" + max_glibc,
             "--max_glibcxx=" + max_glibcxx,
-        ],
+        ] + select({
+            # stable_extension links the HIP runtime dynamically in ROCm builds.
+            _GPU_ROCM: ["--allow_hip_runtime"],
+            "//conditions:default": [],
+        }),
         **kwargs
     )
 

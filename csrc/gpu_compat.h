@@ -38,6 +38,15 @@ using stableops_half2 = __half2;
 using stableops_bf16 = __hip_bfloat16;
 using stableops_bf162 = __hip_bfloat162;
 
+// HIP 6.4 has __float22bfloat162_rn but not CUDA's two-float
+// __floats2bfloat162_rn (later HIP releases add it). Route the CUDA name to
+// one definition of ours, so the sources compile against either.
+__host__ __device__ inline __hip_bfloat162 stableops_floats2bfloat162_rn(
+    float lo, float hi) {
+  return __float22bfloat162_rn(make_float2(lo, hi));
+}
+#define __floats2bfloat162_rn stableops_floats2bfloat162_rn
+
 // Constants.
 #define cudaSuccess hipSuccess
 #define cudaErrorInvalidValue hipErrorInvalidValue

@@ -35,6 +35,11 @@ def _extra_needed() -> list[str]:
     return [p for p in os.environ.get("STABLEOPS_ALLOW_NEEDED", "").split(",") if p]
 
 
+def _is_rocm() -> bool:
+    """ROCm builds link libamdhip64 dynamically (the audit allows it there)."""
+    return os.environ.get("STABLEOPS_EXPECT_BACKEND") == "rocm"
+
+
 @pytest.fixture(scope="module")
 def report() -> abi_audit.AuditReport:
     r = abi_audit.audit(
@@ -42,6 +47,7 @@ def report() -> abi_audit.AuditReport:
         max_glibc=os.environ.get("STABLEOPS_MAX_GLIBC", abi_audit.DEFAULT_MAX_GLIBC),
         max_glibcxx=os.environ.get("STABLEOPS_MAX_GLIBCXX", abi_audit.DEFAULT_MAX_GLIBCXX),
         extra_needed=_extra_needed(),
+        allow_hip_runtime=_is_rocm(),
     )
     print(r.format())
     return r
@@ -141,12 +147,29 @@ def test_audit_logic_accepts_clean_library() -> None:
     assert [e for e in r2.errors if "GLIBC" in e or "NEEDED" in e or "random" in e] == []
 
 
+def test_hip_runtime_needs_explicit_allowance() -> None:
+    dynsyms = _DYNSYMS.replace(
+        "     9: 0000000000000000     0 FUNC    GLOBAL DEFAULT  UND foo@LIBFOO_1.0 (6)",
+        "     9: 0000000000000000     0 FUNC    GLOBAL DEFAULT  UND hipGetLastError@hip_4.2 (6)",
+    )
+    dynamic = " 0x0000000000000001 (NEEDED)             Shared library: [libtorch_cpu.so]\n" \
+        " 0x0000000000000001 (NEEDED)             Shared library: [libamdhip64.so.6]\n"
+    strict = abi_audit.check("x.so", dynsyms, dynamic, "", max_glibc=None, max_glibcxx=None)
+    assert any("libamdhip64.so.6" in e for e in strict.errors), strict.errors
+    assert any("hipGetLastError@hip_4.2" in e for e in strict.errors), strict.errors
+    rocm = abi_audit.check("x.so", dynsyms, dynamic, "", max_glibc=None, max_glibcxx=None, allow_hip_runtime=True)
+    assert not [e for e in rocm.errors if "hip" in e], rocm.errors
+    # Still only the HIP runtime: other libraries stay forbidden.
+    assert any("c10" in e for e in rocm.errors), rocm.errors
+
+
 def test_cli_exit_code(tmp_path: Path) -> None:
     import subprocess
 
     script = Path(abi_audit.__file__)
     ok = subprocess.run(
-        [sys.executable, str(script), f"--so={_so_path()}", "--max_glibc=", "--max_glibcxx="],
+        [sys.executable, str(script), f"--so={_so_path()}", "--max_glibc=", "--max_glibcxx="]
+        + (["--allow_hip_runtime"] if _is_rocm() else []),
         capture_output=True, text=True,
     )
     assert "ABI audit of" in ok.stdout, ok.stderr

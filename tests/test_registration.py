@@ -66,6 +66,28 @@ def test_manifest_is_well_formed() -> None:
         torch._C.parse_schema(f"{ns}::{op['schema']}")  # must parse
 
 
+def test_cuda_and_rocm_manifests_identical() -> None:
+    """--config=cuda and --config=rocm promise exactly the same registrations.
+
+    Every build checks the loaded library against its backend's entries in
+    both directions (test_nothing_missing / test_nothing_extra /
+    test_schema_and_kernels), so equal entries here mean the CUDA and the ROCm
+    shared objects register the same ops, schemas and dispatch keys (the GPU
+    kernels under CUDA on ROCm too, as PyTorch's ROCm builds expect).
+    """
+    def table(backend: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+        return {
+            op["name"]: (op["schema"], tuple(sorted(op["dispatch_keys"][backend])))
+            for op in _manifest()["ops"]
+            if backend in op["backends"]
+        }
+
+    cuda, rocm = table("cuda"), table("rocm")
+    assert cuda, "no ops for cuda in the manifest"
+    assert cuda == rocm, {k: (cuda.get(k), rocm.get(k)) for k in set(cuda) | set(rocm) if cuda.get(k) != rocm.get(k)}
+    assert "CUDA" in rocm["stableops::merge_attn_states"][1]
+
+
 def test_nothing_missing() -> None:
     missing = set(_expected_ops()) - _registered_ops()
     assert not missing, f"ops in manifest but not registered ({_backend()} build): {sorted(missing)}"

@@ -4,7 +4,9 @@ Checks, using binutils' readelf (``-W --dyn-syms``, ``-d``, ``-V``):
 
 * NEEDED: only libtorch_cpu.so plus system libraries (libc, libm, libstdc++,
   libgcc_s, ld-linux, libdl, libpthread, librt), plus any extra patterns given
-  (e.g. GPU builds may allow libtorch_cuda.so / libcudart).
+  (e.g. GPU builds may allow libtorch_cuda.so / libcudart), plus the HIP
+  runtime (libamdhip64.so.N and its hip_x.y symbol versions) with
+  ``allow_hip_runtime`` (ROCm builds).
 * Undefined dynamic symbols: unversioned ones only from the stable C shim
   (``aoti_torch_*``, ``torch_*``) or a small allow-list of toolchain symbols
   (``__gmon_start__``, ``_ITM_*``, ...); versioned ones only with system
@@ -47,6 +49,10 @@ SYSTEM_NEEDED = (
     r"librt\.so\.1",
 )
 TORCH_NEEDED = (r"libtorch_cpu\.so",)
+#: ROCm builds link the HIP runtime dynamically (allow_hip_runtime=True /
+#: --allow_hip_runtime): its NEEDED entry and its versioned symbols (hip_4.2, ...).
+HIP_RUNTIME_NEEDED = (r"libamdhip64\.so\.\d+",)
+HIP_RUNTIME_VERSION_TAG = re.compile(r"hip_\d+(?:\.\d+)*$")
 
 #: Unversioned undefined symbols allowed (stable C shim of libtorch).
 SHIM_PREFIXES = ("aoti_torch_", "torch_")
@@ -215,9 +221,12 @@ def check(
     max_glibcxx: str | None = DEFAULT_MAX_GLIBCXX,
     extra_needed: Sequence[str] = (),
     extra_unversioned: Sequence[str] = (),
+    allow_hip_runtime: bool = False,
 ) -> AuditReport:
     """Audits already-captured readelf outputs (pure; used by tests)."""
     errors: list[str] = []
+    if allow_hip_runtime:
+        extra_needed = (*extra_needed, *HIP_RUNTIME_NEEDED)
     needed, runpath, textrel = parse_dynamic(dynamic_text)
     syms = parse_dyn_syms(dyn_syms_text)
     undefined = [s for s in syms if s.undefined]
@@ -237,7 +246,9 @@ def check(
         elif s.version is None:
             if not (s.name.startswith(SHIM_PREFIXES) or s.name in allowed_unversioned):
                 errors.append(f"undefined unversioned symbol not from the stable shim: {s.name}")
-        elif not SYSTEM_VERSION_TAG.match(s.version):
+        elif not SYSTEM_VERSION_TAG.match(s.version) and not (
+            allow_hip_runtime and HIP_RUNTIME_VERSION_TAG.match(s.version)
+        ):
             errors.append(f"undefined symbol with non-system version: {s.name}@{s.version}")
 
     all_versions = [s.version for s in undefined if s.version] + [
@@ -281,6 +292,7 @@ def audit(
     max_glibcxx: str | None = DEFAULT_MAX_GLIBCXX,
     extra_needed: Sequence[str] = (),
     extra_unversioned: Sequence[str] = (),
+    allow_hip_runtime: bool = False,
     readelf: str = "readelf",
 ) -> AuditReport:
     """Runs readelf on ``path`` and audits it (see :func:`check`)."""
@@ -293,6 +305,7 @@ def audit(
         max_glibcxx=max_glibcxx,
         extra_needed=extra_needed,
         extra_unversioned=extra_unversioned,
+        allow_hip_runtime=allow_hip_runtime,
     )
 
 
@@ -310,6 +323,7 @@ def main(argv: Sequence[str]) -> int:
         max_glibcxx=FLAGS.max_glibcxx or None,
         extra_needed=FLAGS.allow_needed,
         extra_unversioned=FLAGS.allow_unversioned,
+        allow_hip_runtime=FLAGS.allow_hip_runtime,
         readelf=FLAGS.readelf,
     )
     print(report.format())
@@ -324,6 +338,11 @@ def _define_flags() -> None:
     flags.DEFINE_string("max_glibcxx", DEFAULT_MAX_GLIBCXX, "Highest GLIBCXX_ version allowed ('' = no bound).")
     flags.DEFINE_list("allow_needed", [], "Extra NEEDED regexes to allow (e.g. 'libtorch_cuda\\.so').")
     flags.DEFINE_list("allow_unversioned", [], "Extra unversioned undefined symbols to allow.")
+    flags.DEFINE_bool(
+        "allow_hip_runtime",
+        False,
+        "ROCm builds: allow NEEDED libamdhip64.so.<major> and its hip_x.y symbol versions.",
+    )
     flags.DEFINE_string("readelf", "readelf", "readelf executable.")
 
 
