@@ -24,6 +24,8 @@ import torch
 import stableops  # noqa: F401  (loads the library, registers fakes)
 from stableops import ops
 
+from merge_reference import reference
+
 INF = float("inf")
 HAS_CUDA = torch.cuda.is_available()
 IS_ROCM = torch.version.hip is not None
@@ -85,24 +87,6 @@ LSE_TOL = (1e-5, 1e-5)
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 PACK = {torch.float32: 4, torch.float16: 8, torch.bfloat16: 8}
 
-
-def reference(p_out, p_lse, s_out, s_lse):
-    """float64 reference: (out [T,H,D] f64, lse [H,T] f64)."""
-    p = p_lse.double().clone()
-    s = s_lse.double().clone()
-    p[p == INF] = -INF
-    s[s == INF] = -INF
-    m = torch.maximum(p, s)
-    empty = m == -INF
-    m_safe = torch.where(empty, torch.zeros_like(m), m)
-    ps = torch.exp(p - m_safe)
-    ss = torch.exp(s - m_safe)
-    tot = ps + ss
-    wp = torch.where(empty, torch.ones_like(ps), ps / tot).t().unsqueeze(-1)
-    ws = torch.where(empty, torch.zeros_like(ss), ss / tot).t().unsqueeze(-1)
-    out = p_out.double() * wp + s_out.double() * ws
-    lse = torch.where(empty, torch.full_like(m, -INF), m_safe + torch.log(tot))
-    return out, lse
 
 
 def make_inputs(t, h, d, dtype, seed=0, special=True, device="cuda"):

@@ -19,6 +19,8 @@ from absl.testing import parameterized
 import stableops
 from stableops import ops
 
+from merge_reference import reference
+
 INF = float("inf")
 TOL = {  # (atol, rtol) for values; LSEs are float32 everywhere
     torch.float32: (2e-6, 2e-6),
@@ -28,29 +30,6 @@ TOL = {  # (atol, rtol) for values; LSEs are float32 everywhere
 LSE_TOL = (2e-6, 2e-6)
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
-
-def reference(
-    prefix_output: torch.Tensor,
-    prefix_lse: torch.Tensor,
-    suffix_output: torch.Tensor,
-    suffix_lse: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """float64 reference: returns (output [T,H,D] float64, lse [H,T] float64)."""
-    p = prefix_lse.double().clone()
-    s = suffix_lse.double().clone()
-    p[p == INF] = -INF
-    s[s == INF] = -INF
-    m = torch.maximum(p, s)
-    empty = m == -INF
-    m_safe = torch.where(empty, torch.zeros_like(m), m)
-    ps = torch.exp(p - m_safe)
-    ss = torch.exp(s - m_safe)
-    total = ps + ss
-    wp = torch.where(empty, torch.ones_like(ps), ps / total).t().unsqueeze(-1)
-    ws = torch.where(empty, torch.zeros_like(ss), ss / total).t().unsqueeze(-1)
-    out = prefix_output.double() * wp + suffix_output.double() * ws
-    lse = torch.where(empty, torch.full_like(m, -INF), m_safe + torch.log(total))
-    return out, lse
 
 
 def make_inputs(

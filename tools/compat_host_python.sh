@@ -44,7 +44,7 @@ py="$scratch/venv/bin/python"
 
 mkdir "$scratch/tests"
 files=(test_registration.py test_merge_attn_states_cpu.py test_bad_inputs.py test_cuda_ops.py)
-for f in "${files[@]}" op_manifest.json; do cp "$workspace/tests/$f" "$scratch/tests/"; done
+for f in "${files[@]}" op_manifest.json merge_reference.py; do cp "$workspace/tests/$f" "$scratch/tests/"; done
 cd "$scratch/tests"
 env -u PYTHONPATH "$py" - <<'PY'
 import pathlib, sys, torch, stableops
