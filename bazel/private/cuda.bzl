@@ -44,6 +44,16 @@ def _cuda_objects_impl(ctx):
         args = ctx.actions.args()
         args.add("-ccbin", cc_toolchain.compiler_executable)
         args.add_all(["-x", "cu", "-std=c++17", "-O3", "--expt-relaxed-constexpr", "-Xfatbin=-compress-all"])
+        # Reproducible objects: by default nvcc names its intermediate files
+        # tmpxft_<pid in hex>_..., and the host compiler bakes that name into
+        # the object (the STT_FILE symbol and the static-initialiser function
+        # _GLOBAL__sub_I_tmpxft_<pid>_..._<src>.cudafe1.cpp), so every build
+        # of the same source gave a different .o and thus _C.abi3.so.
+        # --objdir-as-tempdir (-objtemp) writes them next to the output
+        # instead, named after it (<src>.pic.o.cudafe1.cpp): the name depends
+        # only on the output's path, which is unique per action, so parallel
+        # actions cannot collide either.
+        args.add("--objdir-as-tempdir")
         args.add_joined("-Xcompiler", host_flags, join_with = ",")
         args.add_all(_gencode_flags(archs))
         args.add_all(compilation_context.defines, format_each = "-D%s")
