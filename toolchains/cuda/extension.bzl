@@ -14,41 +14,10 @@ Targets: :nvcc, :toolkit (every file nvcc needs), :cuda_headers (cc_library),
 :cudart_static (the runtime, linked statically).
 """
 
-_DEFAULT_PYTHON = "/opt/stableops/venvs/torch-2.13.0/bin/python3"
+load("//toolchains/python:pip.bzl", "download_wheels")
 
 def _from_wheels(rctx):
-    python = rctx.os.environ.get("PYTHON_BIN_PATH", _DEFAULT_PYTHON)
-    lock = rctx.path(rctx.attr.lock)
-    res = rctx.execute([
-        python,
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--require-hashes",
-        "--dest",
-        "wheels",
-        "--requirement",
-        str(lock),
-    ], timeout = 1800)
-    if res.return_code != 0:
-        fail(("stableops: expected to download the CUDA toolkit wheels pinned in {lock} " +
-              "with {py} -m pip (hash-checked), but pip failed (exit {rc}). A hash mismatch means " +
-              "the registry served a different file than the one pinned: check it before updating " +
-              "the lock. To use a local toolkit instead, pass --repo_env=CUDA_PATH=/usr/local/cuda.\n{err}").format(
-            lock = rctx.attr.lock,
-            py = python,
-            rc = res.return_code,
-            err = res.stderr.strip(),
-        ))
-    for whl in rctx.path("wheels").readdir():
-        res = rctx.execute([python, "-m", "zipfile", "-e", str(whl), "unpacked"])
-        if res.return_code != 0:
-            fail("stableops: could not unpack {}: {}".format(whl, res.stderr))
-    rctx.delete("wheels")
+    download_wheels(rctx, rctx.path(rctx.attr.lock), "toolchains/cuda/cuda.lock (to use a local toolkit instead, pass --repo_env=CUDA_PATH=/usr/local/cuda)", "unpacked")
     root = "unpacked/nvidia/cu13"
     if not rctx.path(root + "/bin/nvcc").exists:
         fail("stableops: expected bin/nvcc in the CUDA wheels (nvidia/cu13), found none; check toolchains/cuda/cuda.lock")

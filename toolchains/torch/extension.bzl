@@ -19,9 +19,9 @@ Repository environment:
                            of the image, else PYTHON_BIN_PATH alone).
 """
 
+load("//toolchains/python:pip.bzl", "configured_python")
 load("//toolchains/torch:version.bzl", "MIN_TORCH_VERSION", "TORCH_TARGET_VERSION", "parse_version", "target_version_hex")
 
-_DEFAULT_PYTHON = "/opt/stableops/venvs/torch-2.13.0/bin/python3"
 _IMAGE_VENVS = "/opt/stableops/venvs"
 
 _PROBE = """
@@ -84,7 +84,7 @@ def _runtimes(rctx, default_python):
     return runtimes
 
 def _torch_repository_impl(rctx):
-    python = rctx.os.environ.get("PYTHON_BIN_PATH", _DEFAULT_PYTHON)
+    python = configured_python(rctx)
     version, torch_dir = _probe(rctx, python)
     rctx.symlink(torch_dir + "/include", "include")
     rctx.symlink(torch_dir + "/lib/libtorch_cpu.so", "lib/libtorch_cpu.so")
