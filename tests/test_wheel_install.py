@@ -1,8 +1,14 @@
-"""The built wheel pip-installs into a fresh venv and its ops work there."""
+"""The built wheel pip-installs into a fresh venv, and the CPU test files pass there.
+
+Bazel runs this once per torch runtime of the image (2.11 and 2.13), so these
+are the compatibility cells "wheel installed with pip --no-deps into a fresh
+venv, CPU test files run there" of docs/COMPATIBILITY.md.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -34,9 +40,21 @@ def _wheel() -> Path:
     return path
 
 
-def test_wheel_installs_into_fresh_venv(tmp_path: Path) -> None:
-    wheel = _wheel()
-    env_dir = tmp_path / "venv"
+#: Test files run against the installed wheel (GPU tests in them skip
+#: without a GPU, saying why).
+_TEST_FILES = (
+    "test_registration.py",
+    "test_merge_attn_states_cpu.py",
+    "test_bad_inputs.py",
+    "test_cuda_ops.py",
+)
+_SUPPORT_FILES = ("op_manifest.json", "merge_reference.py")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel installed; torch comes from this interpreter."""
+    env_dir = tmp_path_factory.mktemp("venv")
     venv.EnvBuilder(with_pip=True, symlinks=True).create(env_dir)
     python = env_dir / "bin" / "python"
     # torch itself comes from this test's interpreter (no network needed);
@@ -44,14 +62,39 @@ def test_wheel_installs_into_fresh_venv(tmp_path: Path) -> None:
     purelib = subprocess.check_output([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip()
     Path(purelib, "_torch_from_runner.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run(
-        [python, "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check", str(wheel)],
+        [python, "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check", str(_wheel())],
         check=True,
     )
-    result = subprocess.run([python, "-c", _CHECK], check=True, capture_output=True, text=True, cwd=tmp_path,
-                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    return python
+
+
+def _clean_env() -> dict[str, str]:
+    # No PYTHONPATH: the runfiles copy of stableops must not be importable.
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def test_wheel_imports_from_fresh_venv(installed: Path, tmp_path: Path) -> None:
+    result = subprocess.run([installed, "-c", _CHECK], check=True, capture_output=True, text=True, cwd=tmp_path,
+                            env=_clean_env())
     assert result.stdout.startswith("ok"), result.stdout + result.stderr
-    assert str(env_dir) in result.stdout
+    assert str(installed.parent.parent) in result.stdout
+
+
+def test_cpu_test_files_pass_against_installed_wheel(installed: Path, tmp_path: Path) -> None:
+    here = Path(__file__).parent
+    for name in _TEST_FILES + _SUPPORT_FILES:
+        shutil.copyfile(here / name, tmp_path / name)
+    env = _clean_env()
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    result = subprocess.run(
+        [installed, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *_TEST_FILES],
+        capture_output=True, text=True, cwd=tmp_path, env=env,
+    )
+    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    print(f"against the installed wheel ({installed}): {summary}")
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    assert " passed" in summary and "failed" not in summary, summary
 
 
 if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-v", "-rs"]))
+    sys.exit(pytest.main([__file__, "-v", "-rs", "-s"]))
