@@ -75,6 +75,8 @@ cleanup() {
     say "execution logs and build output kept in $keep"
   fi
   rm -rf "$scratch" "$clones"
+  # tools/bazel's rc for this run's URL (one per URL; the port was random).
+  [[ -n ${url:-} ]] && rm -f "$cache/bazel/image.remote-$(printf '%s' "$url" | sha256sum | cut -c1-12).bazelrc"
 }
 trap cleanup EXIT
 clones_dirs=()
