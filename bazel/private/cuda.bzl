@@ -6,8 +6,9 @@ objects keep the same glibc ceiling as the C++ ones. Architectures come from
 --@stableops//bazel:cuda_archs.
 """
 
-load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain", "use_cpp_toolchain")
+load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "use_cpp_toolchain")
 load("@bazel_skylib//rules:common_settings.bzl", "BuildSettingInfo")
+load("//bazel/private:gpu_objects.bzl", "GPU_OBJECTS_ATTRS", "gpu_compile_context", "gpu_objects_providers")
 
 def _gencode_flags(archs):
     """'sm_80,sm_90a,compute_120' -> nvcc -gencode flags (compute_X adds PTX)."""
@@ -26,15 +27,9 @@ def _gencode_flags(archs):
     return flags
 
 def _cuda_objects_impl(ctx):
-    cc_toolchain = find_cpp_toolchain(ctx)
-    feature_configuration = cc_common.configure_features(
-        ctx = ctx,
-        cc_toolchain = cc_toolchain,
-        requested_features = ctx.features,
-        unsupported_features = ctx.disabled_features,
-    )
-    deps_cc = [d[CcInfo] for d in ctx.attr.deps]
-    compilation_context = cc_common.merge_cc_infos(cc_infos = deps_cc).compilation_context
+    cc = gpu_compile_context(ctx)
+    cc_toolchain = cc.cc_toolchain
+    compilation_context = cc.compilation_context
     archs = ctx.attr._archs[BuildSettingInfo].value
     host_flags = ["-fPIC", "--sysroot=" + cc_toolchain.sysroot, "-Wno-unused-command-line-argument"]
 
@@ -77,37 +72,16 @@ def _cuda_objects_impl(ctx):
         )
         objects.append(obj)
 
-    compilation_outputs = cc_common.create_compilation_outputs(
-        objects = depset(objects),
-        pic_objects = depset(objects),
-    )
-    linking_context, _ = cc_common.create_linking_context_from_compilation_outputs(
-        actions = ctx.actions,
-        name = ctx.label.name,
-        feature_configuration = feature_configuration,
-        cc_toolchain = cc_toolchain,
-        compilation_outputs = compilation_outputs,
-        linking_contexts = [c.linking_context for c in deps_cc],
-        alwayslink = True,
-    )
-    return [
-        DefaultInfo(files = depset(objects)),
-        CcInfo(compilation_context = compilation_context, linking_context = linking_context),
-    ]
+    return gpu_objects_providers(ctx, cc, objects)
 
 cuda_objects = rule(
     implementation = _cuda_objects_impl,
     doc = "Compiles CUDA sources with the hermetic nvcc; use it through stable_op_library(gpu_srcs=...).",
-    attrs = {
-        "srcs": attr.label_list(allow_files = [".cu"], doc = ".cu sources."),
-        "hdrs": attr.label_list(allow_files = [".h", ".hpp", ".cuh", ".inc"], doc = "Headers the sources include by relative path (the library's own)."),
-        "deps": attr.label_list(providers = [CcInfo], doc = "Headers, defines and libraries the sources use."),
-        "copts": attr.string_list(doc = "Extra nvcc flags."),
+    attrs = dict(GPU_OBJECTS_ATTRS, **{
         "_archs": attr.label(default = "//bazel:cuda_archs"),
         "_nvcc": attr.label(default = "@stableops_cuda//:cuda/bin/nvcc", executable = True, allow_single_file = True, cfg = "exec"),
         "_toolkit": attr.label(default = "@stableops_cuda//:toolkit"),
-        "_cc_toolchain": attr.label(default = "@bazel_tools//tools/cpp:current_cc_toolchain"),
-    },
+    }),
     fragments = ["cpp"],
     toolchains = use_cpp_toolchain(),
 )
