@@ -19,8 +19,9 @@
 #                so Bazel skips the link: one action runs;
 #   (c) one .cu: then appends a line of code (a hidden host variable) to the
 #                same file and rebuilds; from the execution log, checks that
-#                the only actions run were that file's compile(s), the link of
-#                the shared object and what packages it (the wheel);
+#                the only actions run were that file's compile(s) (and the
+#                archive of its object), the link of the shared object and
+#                what packages it (the wheel);
 #   (d) remote : starts nginx (Debian's, with its DAV module, as
 #                tools/remote_cache_test.sh does) on loopback, fills it with a
 #                --config=remote build in one fresh output base (not timed),
@@ -142,8 +143,8 @@ while True:
 bad = []
 for mnemonic, label, out in ran:
     print(f"  ran: {mnemonic} {label} {out}", file=sys.stderr)
-    if "cuda_utils" in out and out.endswith(".o"):
-        continue                              # the changed file's object(s)
+    if "cuda_utils" in out and (out.endswith(".o") or out.endswith(".lo") or out.endswith(".a")):
+        continue                              # the changed file's object(s) and their archive
     if out.endswith(".so") and "Link" in mnemonic:
         continue                              # the relink
     if out.endswith(".whl"):
@@ -151,13 +152,14 @@ for mnemonic, label, out in ran:
     bad.append(f"{mnemonic} {label} {out}")
 compiles = sum(1 for m, l, o in ran if "cuda_utils" in o and o.endswith(".o"))
 links = sum(1 for m, l, o in ran if o.endswith(".so") and "Link" in m)
-rest = len(ran) - compiles - links - len(bad)
+archives = sum(1 for m, l, o in ran if "cuda_utils" in o and (o.endswith(".lo") or o.endswith(".a")))
+rest = len(ran) - compiles - archives - links - len(bad)
 if bad or compiles == 0 or (links == 0 and mode != "comment"):
     print(f"NOT MET: {len(ran)} actions ran: {compiles} cuda_utils compile(s), {links} link(s); unexpected: {'; '.join(bad) or 'none'}")
 elif links == 0:
     print(f"met: {len(ran)} action ran: the compile of cuda_utils.cu; its object came out byte-identical, so Bazel skipped the link and the wheel")
 else:
-    print(f"met: {len(ran)} actions ran: {compiles} compile of cuda_utils.cu, {links} link of _C.abi3.so, {rest} wheel packaging")
+    print(f"met: {len(ran)} actions ran: {compiles} compile of cuda_utils.cu, {archives} archive of its object, {links} link of _C.abi3.so, {rest} wheel packaging")
 PY
 }
 # c0: a comment line only (the object does not change).
