@@ -50,6 +50,8 @@ cache=${STABLEOPS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stableops}
 mkdir -p "$cache/bazel"
 # shellcheck source=tools/image/lib.sh
 source "$workspace/tools/image/lib.sh"
+# shellcheck source=tools/nginx_cache.sh
+source "$workspace/tools/nginx_cache.sh"
 rootfs="$cache/images/$(recipe_hash)/rootfs"
 
 say() { printf 'build_speed: %s\n' "$*" >&2; }
@@ -175,42 +177,7 @@ say "(c) check: $c_check"
 git -C "$src" checkout -q -- csrc/cuda_utils.cu
 
 # --- (d) cold build from a warm remote cache --------------------------------
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$scratch/nginx/tmp" "$scratch/nginx/store"
-cat >"$scratch/nginx/nginx.conf" <<EOF
-user root;
-worker_processes 2;
-daemon off;
-pid $scratch/nginx/nginx.pid;
-error_log $scratch/nginx/error.log warn;
-events { worker_connections 512; }
-http {
-  access_log off;
-  client_body_temp_path $scratch/nginx/tmp/body;
-  proxy_temp_path $scratch/nginx/tmp/proxy;
-  fastcgi_temp_path $scratch/nginx/tmp/fastcgi;
-  uwsgi_temp_path $scratch/nginx/tmp/uwsgi;
-  scgi_temp_path $scratch/nginx/tmp/scgi;
-  client_max_body_size 0;
-  server {
-    listen 127.0.0.1:$port;
-    root $scratch/nginx/store;
-    location / {
-      dav_methods PUT;
-      create_full_put_path on;
-      dav_access user:rw;
-    }
-  }
-}
-EOF
-nginx -p "$scratch/nginx" -e "$scratch/nginx/error.log" -c "$scratch/nginx/nginx.conf" &
-nginx_pid=$!
-url="http://127.0.0.1:$port/cache"
-for _ in $(seq 50); do
-  curl -s -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null && break
-  kill -0 "$nginx_pid" 2>/dev/null || fail "nginx exited at start: $(cat "$scratch/nginx/error.log" 2>/dev/null)"
-  sleep 0.1
-done
+start_nginx_cache "$scratch/nginx"
 export STABLEOPS_REMOTE_CACHE=$url
 base_fill="$scratch/base-fill"
 base_d="$scratch/base-d"

@@ -34,6 +34,8 @@ mkdir -p "$cache/bazel"
 
 say() { printf 'remote_cache_test: %s\n' "$*" >&2; }
 fail() { say "FAILED: $*"; exit 1; }
+# shellcheck source=tools/nginx_cache.sh
+source "$workspace/tools/nginx_cache.sh"
 
 # --- nginx -----------------------------------------------------------------
 if ! command -v nginx >/dev/null; then
@@ -81,48 +83,7 @@ cleanup() {
 trap cleanup EXIT
 clones_dirs=()
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$scratch/nginx/tmp" "$scratch/nginx/store"
-user_line=
-[[ $EUID -eq 0 ]] && user_line="user root;"
-cat >"$scratch/nginx/nginx.conf" <<EOF
-$user_line
-worker_processes 2;
-daemon off;
-pid $scratch/nginx/nginx.pid;
-error_log $scratch/nginx/error.log warn;
-events { worker_connections 512; }
-http {
-  access_log off;
-  client_body_temp_path $scratch/nginx/tmp/body;
-  proxy_temp_path $scratch/nginx/tmp/proxy;
-  fastcgi_temp_path $scratch/nginx/tmp/fastcgi;
-  uwsgi_temp_path $scratch/nginx/tmp/uwsgi;
-  scgi_temp_path $scratch/nginx/tmp/scgi;
-  client_max_body_size 0;
-  server {
-    listen 127.0.0.1:$port;
-    root $scratch/nginx/store;
-    location / {
-      dav_methods PUT;
-      create_full_put_path on;
-      dav_access user:rw;
-    }
-  }
-}
-EOF
-nginx -p "$scratch/nginx" -e "$scratch/nginx/error.log" -c "$scratch/nginx/nginx.conf" &
-nginx_pid=$!
-url="http://127.0.0.1:$port/cache"
-for _ in $(seq 50); do
-  curl -s -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null && break
-  kill -0 "$nginx_pid" 2>/dev/null || fail "nginx exited at start: $(cat "$scratch/nginx/error.log" 2>/dev/null)"
-  sleep 0.1
-done
-# The protocol Bazel uses: PUT under ac/ or cas/, then GET.
-curl -fsS -X PUT --data-binary probe "$url/cas/probe" >/dev/null || fail "PUT to nginx failed: $(cat "$scratch/nginx/error.log")"
-[[ $(curl -fsS "$url/cas/probe") == probe ]] || fail "GET from nginx did not return what was PUT"
-rm -f "$scratch/nginx/store/cache/cas/probe"
+start_nginx_cache "$scratch/nginx"
 say "nginx (pid $nginx_pid) serving a remote cache at $url"
 
 # --- the two builds --------------------------------------------------------
