@@ -12,6 +12,7 @@ load("@rules_python//python:defs.bzl", "py_test")
 load("@stableops_torch//:runtimes.bzl", "TORCH_RUNTIMES")
 load("//bazel/private:compile_probe.bzl", "compile_probe_test")
 load("//bazel/private:cuda.bzl", "cuda_objects")
+load("//bazel/private:gpu_objects.bzl", "GPU_HDR_EXTENSIONS")
 load("//bazel/private:hip.bzl", "hip_objects")
 load("//bazel/private:wheel.bzl", _stable_wheel = "stable_wheel")
 load("//toolchains/torch:version.bzl", "TORCH_TARGET_VERSION")
@@ -58,7 +59,7 @@ def stable_op_library(name, srcs = [], hdrs = [], gpu_srcs = [], deps = [], copt
     gpu = []
     if gpu_srcs:
         # Headers the GPU sources include by relative path.
-        gpu_hdrs = hdrs + [s for s in srcs if s.endswith((".h", ".hpp", ".cuh", ".inc"))]
+        gpu_hdrs = hdrs + [s for s in srcs if s.endswith(tuple(GPU_HDR_EXTENSIONS))]
         cuda_objects(
             name = name + "_cuda",
             srcs = gpu_srcs,
