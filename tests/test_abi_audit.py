@@ -163,6 +163,91 @@ def test_hip_runtime_needs_explicit_allowance() -> None:
     assert any("c10" in e for e in rocm.errors), rocm.errors
 
 
+# --- shim versions against the torch builds' own symbol tables -----------------
+
+
+def _shim_specs() -> list[str]:
+    """VERSION=PATH for every symbol list of @stableops_torch//:shim_symbols."""
+    paths = os.environ.get("STABLEOPS_SHIM_SYMBOLS", "").split()
+    assert paths, "STABLEOPS_SHIM_SYMBOLS is not set (run through Bazel: //tests:test_abi_audit)"
+    return [f"{Path(p).parent.name}={p}" for p in paths]
+
+
+def _target() -> str:
+    return os.environ.get("STABLEOPS_TORCH_TARGET", "2.11")
+
+
+def test_shim_reference_choice() -> None:
+    known = ["2.13.0", "2.11.0"]
+    assert abi_audit.shim_reference("2.11", known) == "2.11.0"
+    assert abi_audit.shim_reference("2.12", known) == "2.11.0"  # newest below the target
+    assert abi_audit.shim_reference("2.13", known) == "2.13.0"
+    assert abi_audit.shim_reference("2.10", known) is None
+
+
+def test_shim_versions_logic() -> None:
+    tables = {
+        "2.11.0": {"libtorch_cpu": frozenset({"aoti_torch_a"}), "libtorch_cuda": frozenset({"aoti_torch_s"})},
+        "2.13.0": {"libtorch_cpu": frozenset({"aoti_torch_a", "aoti_torch_b"}), "libtorch_cuda": frozenset({"aoti_torch_s"})},
+    }
+    ref, errors = abi_audit.check_shim_versions(["aoti_torch_a"], ["aoti_torch_s"], tables, "2.11")
+    assert errors == [] and ref and "2.11.0" in ref
+    _, errors = abi_audit.check_shim_versions(["aoti_torch_a", "aoti_torch_b", "aoti_torch_z"], [], tables, "2.11")
+    assert len(errors) == 2, errors
+    assert "aoti_torch_b" in errors[0] and "first appears in torch 2.13.0" in errors[0]
+    assert "aoti_torch_z" in errors[1] and "no known torch build exports it" in errors[1]
+    _, errors = abi_audit.check_shim_versions([], ["aoti_torch_t"], tables, "2.11")
+    assert len(errors) == 1 and "looked up at run time aoti_torch_t" in errors[0] and "libtorch_cuda.so" in errors[0]
+    _, errors = abi_audit.check_shim_versions(["aoti_torch_b"], [], tables, "2.13")
+    assert errors == []
+
+
+def test_rodata_shim_names() -> None:
+    text = """
+String dump of section '.rodata':
+  [     0]  libtorch_cuda.so
+  [    11]  aoti_torch_get_current_cuda_stream
+  [    34]  stableops: aoti_torch_get_current_cuda_stream failed
+"""
+    assert abi_audit.parse_rodata_shim_names(text) == ["aoti_torch_get_current_cuda_stream"]
+
+
+def test_library_uses_only_shim_symbols_of_the_target() -> None:
+    """The real shared object against the real torch builds' symbol tables."""
+    r = abi_audit.audit(
+        _so_path(),
+        max_glibc=None,
+        max_glibcxx=None,
+        allow_hip_runtime=_is_rocm(),
+        target_torch=_target(),
+        shim_tables=abi_audit.load_shim_tables(_shim_specs()),
+    )
+    print(r.format())
+    assert r.ok, r.format()
+    assert r.shim_reference and f"(target {_target()})" in r.shim_reference
+    if os.environ.get("STABLEOPS_EXPECT_BACKEND", "cpu") != "cpu":
+        assert r.runtime_lookups == ["aoti_torch_get_current_cuda_stream"], r.runtime_lookups
+
+
+def test_shim_symbol_newer_than_target_fails(tmp_path: Path) -> None:
+    """A library using a 2.13-only shim symbol fails at a 2.11 target, naming it and 2.13."""
+    import subprocess
+
+    probe = os.environ.get("STABLEOPS_SHIM_PROBE")
+    assert probe, "STABLEOPS_SHIM_PROBE is not set (run through Bazel: //tests:test_abi_audit)"
+    args = [sys.executable, str(Path(abi_audit.__file__)), f"--so={probe}", "--max_glibc=", "--max_glibcxx="]
+    args += ["--target_torch=2.11"] + [f"--shim_symbols={s}" for s in _shim_specs()]
+    out = subprocess.run(args, capture_output=True, text=True)
+    print(out.stdout, out.stderr)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "aoti_torch_dtype_float8_e8m0fnu" in out.stdout
+    assert "first appears in torch 2.13" in out.stdout
+    # At a 2.13 target the same library passes the shim check.
+    args[-len(_shim_specs()) - 1] = "--target_torch=2.13"
+    out = subprocess.run(args, capture_output=True, text=True)
+    assert "aoti_torch_dtype_float8_e8m0fnu" not in out.stdout, out.stdout
+
+
 def test_cli_exit_code(tmp_path: Path) -> None:
     import subprocess
 

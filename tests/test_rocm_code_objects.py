@@ -3,11 +3,11 @@
 Extracts the .hip_fatbin section of _C.abi3.so (llvm-objcopy), splits it into
 its clang offload bundles (one per .cu file with kernels), lists each bundle's
 entries with clang-offload-bundler --list and asserts that every architecture
-of --//bazel:rocm_archs (STABLEOPS_ROCM_ARCHS, set by Bazel from the flag) is
+of --//bazel:rocm_archs (STABLEOPS_GPU_ARCHS, set by Bazel from the flag) is
 present, and no other. The bundle headers are also parsed here, independently
 of the tool, and every device entry must be an AMDGPU ELF code object.
 
-Environment (set by tests/BUILD.bazel): STABLEOPS_SO, STABLEOPS_ROCM_ARCHS,
+Environment (set by tests/BUILD.bazel): STABLEOPS_SO, STABLEOPS_GPU_ARCHS,
 STABLEOPS_OFFLOAD_BUNDLER, STABLEOPS_LLVM_OBJCOPY.
 """
 
@@ -34,7 +34,7 @@ def _env(name: str) -> str:
 
 
 def _archs() -> list[str]:
-    return [a.strip() for a in _env("STABLEOPS_ROCM_ARCHS").split(",") if a.strip()]
+    return [a.strip() for a in _env("STABLEOPS_GPU_ARCHS").split(",") if a.strip()]
 
 
 @pytest.fixture(scope="module")

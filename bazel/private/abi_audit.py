@@ -15,11 +15,20 @@ Checks, using binutils' readelf (``-W --dyn-syms``, ``-d``, ``-V``):
 * Symbol-version floors: highest GLIBC_x <= --max_glibc (default 2.17) and
   highest GLIBCXX_x <= --max_glibcxx (default 3.4.24, manylinux_2_28's GCC 8),
   so the library loads on old distributions.
+* Shim versions (with --target_torch and --shim_symbols): every undefined
+  shim symbol must be exported by torch's libtorch_cpu.so at the target
+  version, and every shim name the library looks up at run time (a
+  ``aoti_torch_*`` string in .rodata, such as the current-stream getter that
+  gpu_compat.h finds with dlsym) by its libtorch_cuda.so. The reference is the
+  known torch build whose MAJOR.MINOR equals the target, else the newest one
+  below it. A failure names the symbol and the first known torch version
+  exporting it.
 * No TEXTREL.
 
 Reusable as a module (``audit(path, ...) -> AuditReport``) and as a CLI:
 
-    python tests/abi_audit.py --so=python/stableops/_C.abi3.so
+    python bazel/private/abi_audit.py --so=python/stableops/_C.abi3.so \
+        --target_torch=2.11 --shim_symbols=2.11.0=libtorch_cpu.txt ...
 
 which prints a report and exits non-zero on any violation. Designed so a Bazel
 test rule can run it on any .so.
@@ -97,6 +106,8 @@ class AuditReport:
     runpath: list[str]
     textrel: bool
     errors: list[str]
+    runtime_lookups: list[str] = dataclasses.field(default_factory=list)
+    shim_reference: str | None = None  # "torch 2.11.0 (target 2.11)"
 
     @property
     def ok(self) -> bool:
@@ -111,6 +122,10 @@ class AuditReport:
             lines.append(f"  highest {tag}: {self.max_versions.get(tag, '-')}")
         shim = sorted(s.name for s in self.undefined if s.version is None and s.name.startswith(SHIM_PREFIXES))
         lines.append(f"  undefined stable-shim symbols: {len(shim)}")
+        if self.runtime_lookups:
+            lines.append("  shim names looked up at run time: " + ", ".join(self.runtime_lookups))
+        if self.shim_reference:
+            lines.append(f"  shim symbols checked against {self.shim_reference}")
         lines.append(f"  undefined symbols total: {len(self.undefined)}")
         if self.errors:
             lines.append(f"  FAILED ({len(self.errors)} problem(s)):")
@@ -127,7 +142,7 @@ def version_tuple(v: str) -> tuple[int, ...]:
 def run_readelf(args: Sequence[str], path: str, readelf: str = "readelf") -> str:
     exe = shutil.which(readelf) or readelf
     proc = subprocess.run(
-        [exe, *args, path], check=True, capture_output=True, text=True
+        [exe, *args, path], check=True, capture_output=True, text=True, errors="replace"
     )
     return proc.stdout
 
@@ -285,6 +300,83 @@ def check(
     )
 
 
+#: torch version -> library ("libtorch_cpu", "libtorch_cuda") -> exported shim symbols.
+ShimTables = dict[str, dict[str, frozenset[str]]]
+
+_RODATA_SHIM_NAME = re.compile(r"^\s*\[\s*[0-9a-f]+\]\s+(aoti_torch_[A-Za-z0-9_]+)$")
+
+
+def parse_rodata_shim_names(text: str) -> list[str]:
+    """Shim names among the strings of ``readelf -W -p .rodata`` output."""
+    return sorted({m.group(1) for line in text.splitlines() if (m := _RODATA_SHIM_NAME.match(line))})
+
+
+def load_shim_tables(specs: Sequence[str]) -> ShimTables:
+    """Reads ``VERSION=PATH`` specs; PATH is ``.../<library>.txt``, one symbol per line."""
+    tables: ShimTables = {}
+    for spec in specs:
+        version, sep, path = spec.partition("=")
+        if not sep or not version or not path:
+            raise ValueError(f"expected --shim_symbols=VERSION=PATH, found {spec!r}")
+        lib = re.sub(r"\.txt$", "", path.rsplit("/", 1)[-1])
+        with open(path, encoding="utf-8") as f:
+            names = frozenset(line.strip() for line in f if line.strip())
+        tables.setdefault(version, {})[lib] = names
+    return tables
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version.split("+")[0])[:3])
+
+
+def shim_reference(target: str, versions: Iterable[str]) -> str | None:
+    """The torch build to check against: MAJOR.MINOR == target, else the newest below it."""
+    want = _release(target)[:2]
+    known = sorted(versions, key=_release)
+    exact = [v for v in known if _release(v)[:2] == want]
+    if exact:
+        return exact[-1]
+    below = [v for v in known if _release(v)[:2] < want]
+    return below[-1] if below else None
+
+
+def check_shim_versions(
+    linked: Iterable[str],
+    looked_up: Iterable[str],
+    tables: ShimTables,
+    target: str,
+) -> tuple[str | None, list[str]]:
+    """Returns (reference description, errors) for the shim names a library uses."""
+    ref = shim_reference(target, tables)
+    if ref is None:
+        return None, [
+            f"no torch build at or below the target version {target} to check shim symbols against "
+            f"(known: {', '.join(sorted(tables, key=_release)) or 'none'})"
+        ]
+    errors = []
+    for lib, names, how in (
+        ("libtorch_cpu", linked, "undefined symbol"),
+        ("libtorch_cuda", looked_up, "shim name looked up at run time"),
+    ):
+        names = sorted(set(names))
+        if not names:
+            continue
+        exported = tables[ref].get(lib)
+        if exported is None:
+            errors.append(f"cannot check the {how}s {', '.join(names)}: no {lib}.so symbol list for torch {ref}")
+            continue
+        for name in names:
+            if name in exported:
+                continue
+            first = next((v for v in sorted(tables, key=_release) if name in tables[v].get(lib, ())), None)
+            errors.append(
+                f"{how} {name} is not exported by torch {ref}'s {lib}.so, the reference for target {target}: "
+                + (f"it first appears in torch {first}" if first else "no known torch build exports it")
+                + "; avoid that API or raise the target (torch.configure(target_version = ...))"
+            )
+    return f"torch {ref}'s libtorch_cpu.so / libtorch_cuda.so (target {target})", errors
+
+
 def audit(
     path: str,
     *,
@@ -294,9 +386,12 @@ def audit(
     extra_unversioned: Sequence[str] = (),
     allow_hip_runtime: bool = False,
     readelf: str = "readelf",
+    target_torch: str | None = None,
+    shim_tables: ShimTables | None = None,
 ) -> AuditReport:
-    """Runs readelf on ``path`` and audits it (see :func:`check`)."""
-    return check(
+    """Runs readelf on ``path`` and audits it (see :func:`check`); with
+    ``target_torch`` and ``shim_tables`` also checks the shim versions."""
+    report = check(
         path,
         run_readelf(["-W", "--dyn-syms"], path, readelf),
         run_readelf(["-d"], path, readelf),
@@ -307,6 +402,14 @@ def audit(
         extra_unversioned=extra_unversioned,
         allow_hip_runtime=allow_hip_runtime,
     )
+    if target_torch is not None and shim_tables is not None:
+        linked = [s.name for s in report.undefined if s.version is None and s.name.startswith(SHIM_PREFIXES)]
+        dynamic = {s.name for s in report.undefined}
+        rodata = run_readelf(["-W", "-p", ".rodata"], path, readelf)
+        report.runtime_lookups = [n for n in parse_rodata_shim_names(rodata) if n not in dynamic]
+        report.shim_reference, errors = check_shim_versions(linked, report.runtime_lookups, shim_tables, target_torch)
+        report.errors.extend(errors)
+    return report
 
 
 def main(argv: Sequence[str]) -> int:
@@ -317,14 +420,18 @@ def main(argv: Sequence[str]) -> int:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if not FLAGS.so:
         raise app.UsageError("--so is required")
+    if bool(FLAGS.target_torch) != bool(FLAGS.shim_symbols):
+        raise app.UsageError("--target_torch and --shim_symbols go together")
     report = audit(
         FLAGS.so,
         max_glibc=FLAGS.max_glibc or None,
         max_glibcxx=FLAGS.max_glibcxx or None,
         extra_needed=FLAGS.allow_needed,
         extra_unversioned=FLAGS.allow_unversioned,
-        allow_hip_runtime=FLAGS.allow_hip_runtime,
+        allow_hip_runtime=FLAGS.allow_hip_runtime or FLAGS.backend == "rocm",
         readelf=FLAGS.readelf,
+        target_torch=FLAGS.target_torch or None,
+        shim_tables=load_shim_tables(FLAGS.shim_symbols) if FLAGS.shim_symbols else None,
     )
     print(report.format())
     return 0 if report.ok else 1
@@ -342,6 +449,16 @@ def _define_flags() -> None:
         "allow_hip_runtime",
         False,
         "ROCm builds: allow NEEDED libamdhip64.so.<major> and its hip_x.y symbol versions.",
+    )
+    flags.DEFINE_enum(
+        "backend", "cpu", ["cpu", "cuda", "rocm"], "The build's GPU backend (rocm implies --allow_hip_runtime)."
+    )
+    flags.DEFINE_string("target_torch", None, "Torch target version MAJOR.MINOR for the shim-version check.")
+    flags.DEFINE_multi_string(
+        "shim_symbols",
+        [],
+        "VERSION=PATH: the shim symbols a torch build's library exports (PATH ends in libtorch_cpu.txt or "
+        "libtorch_cuda.txt, one symbol per line); repeat per library and version.",
     )
     flags.DEFINE_string("readelf", "readelf", "readelf executable.")
 

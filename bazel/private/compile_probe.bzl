@@ -2,8 +2,10 @@
 and compile at another, with the hermetic C++ toolchain and torch's stable-ABI
 headers (guards TORCH_TARGET_VERSION against drifting)."""
 
-load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "ACTION_NAMES")
-load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain", "use_cpp_toolchain")
+load("@rules_cc//cc:action_names.bzl", "ACTION_NAMES")
+load("@rules_cc//cc:find_cc_toolchain.bzl", "find_cc_toolchain", "use_cc_toolchain")
+load("@rules_cc//cc/common:cc_common.bzl", "cc_common")
+load("@rules_cc//cc/common:cc_info.bzl", "CcInfo")
 load("//toolchains/torch:version.bzl", "target_version_hex")
 
 def _compile(ctx, cc_toolchain, feature_configuration, compilation_context, version, name):
@@ -51,7 +53,7 @@ def _compile(ctx, cc_toolchain, feature_configuration, compilation_context, vers
     return result
 
 def _compile_probe_test_impl(ctx):
-    cc_toolchain = find_cpp_toolchain(ctx)
+    cc_toolchain = find_cc_toolchain(ctx)
     feature_configuration = cc_common.configure_features(
         ctx = ctx,
         cc_toolchain = cc_toolchain,
@@ -91,8 +93,7 @@ flags and sysroot, and the include paths of `headers`; hex values come from
         "compiles_at": attr.string(mandatory = True, doc = "MAJOR.MINOR where the compile must succeed."),
         "expected_error": attr.string(mandatory = True, doc = "grep -E pattern the failing compile's output must match."),
         "_template": attr.label(default = "//bazel/private:compile_probe_test.sh.tpl", allow_single_file = True),
-        "_cc_toolchain": attr.label(default = "@bazel_tools//tools/cpp:current_cc_toolchain"),
     },
     fragments = ["cpp"],
-    toolchains = use_cpp_toolchain(),
+    toolchains = use_cc_toolchain(),
 )

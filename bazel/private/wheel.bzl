@@ -1,4 +1,40 @@
-"""stable_wheel: a binary wheel built with PyPA's `wheel` tool (wheel pack)."""
+"""stable_wheel_rule: a binary wheel built with PyPA's `wheel` tool (wheel pack).
+
+//bazel:defs.bzl's stable_wheel wraps it and adds the torch requirement
+(with_torch_requirement).
+"""
+
+load("//toolchains/torch:version.bzl", "parse_version")
+
+def with_torch_requirement(requires_dist, target_version):
+    """`requires_dist` with torch at `target_version`, failing on an older floor.
+
+    Args:
+      requires_dist: Requires-Dist entries as given.
+      target_version: MAJOR.MINOR the binaries are built for.
+
+    Returns:
+      The entries, with `torch>=<target_version>` first unless one names torch.
+    """
+    out = []
+    has_torch = False
+    for req in requires_dist:
+        name = req
+        for sep in ("<", ">", "=", "!", "~", " ", ";", "["):
+            name = name.split(sep)[0]
+        if name.strip().lower() != "torch":
+            out.append(req)
+            continue
+        has_torch = True
+        floor = req.partition(">=")[2].split(",")[0].split(";")[0].strip()
+        if not floor or parse_version(floor)[:2] < parse_version(target_version)[:2]:
+            fail(("stableops: expected the wheel's torch requirement to be torch>={t} or stricter " +
+                  "(the binaries are built for torch {t}), found '{r}'; drop it and stable_wheel " +
+                  "adds torch>={t} itself").format(t = target_version, r = req))
+        out.append(req)
+    if not has_torch:
+        out = ["torch>=" + target_version] + out
+    return out
 
 def _dest(f, strip_prefix):
     path = f.short_path
@@ -23,13 +59,22 @@ def _stable_wheel_impl(ctx):
         args.add("--license", ctx.file.license)
     if ctx.file.readme:
         args.add("--readme", ctx.file.readme)
-    inputs = []
+    files = {}
+    for target in ctx.attr.deps:
+        # A py_library's sources and data, with those of its deps.
+        for f in target[DefaultInfo].default_runfiles.files.to_list():
+            files[f.short_path] = f
     for target in ctx.attr.srcs:
         for f in target[DefaultInfo].files.to_list():
-            if f.short_path.startswith("../"):
-                continue
-            args.add("--file", "{}={}".format(_dest(f, ctx.attr.strip_prefix), f.path))
-            inputs.append(f)
+            files[f.short_path] = f
+    inputs = []
+    for short_path, f in sorted(files.items()):
+        # Files of other repositories (the interpreter, toolkits) and Bazel's
+        # symlinks to shared libraries a binary links (_solib_<cpu>/) never ship.
+        if short_path.startswith("../") or short_path.startswith("_solib_"):
+            continue
+        args.add("--file", "{}={}".format(_dest(f, ctx.attr.strip_prefix), f.path))
+        inputs.append(f)
     ctx.actions.run(
         executable = ctx.executable._tool,
         arguments = [args],
@@ -42,19 +87,21 @@ def _stable_wheel_impl(ctx):
     )
     return [DefaultInfo(files = depset([out]))]
 
-stable_wheel = rule(
+stable_wheel_rule = rule(
     implementation = _stable_wheel_impl,
     doc = """A binary wheel (e.g. cp310-abi3-manylinux_2_28_x86_64) of Python
 sources and shared objects, packed by PyPA's `wheel pack`, which writes RECORD.
-Output: <distribution>-<version>-<tags>.whl. Byte-reproducible.""",
+Output: <distribution>-<version>-<tags>.whl. Byte-reproducible. Use it through
+stable_wheel (//bazel:defs.bzl), which adds the torch requirement.""",
     attrs = {
         "distribution": attr.string(mandatory = True, doc = "Distribution name (Name: in METADATA)."),
         "version": attr.string(mandatory = True, doc = "Distribution version."),
-        "srcs": attr.label_list(allow_files = True, doc = "Files to package: py_library targets, shared objects, data."),
+        "deps": attr.label_list(doc = "py_library targets: their sources and data (the shared object, py.typed, ...), and their deps', are packaged."),
+        "srcs": attr.label_list(allow_files = True, doc = "More files to package (each target's default outputs)."),
         "strip_prefix": attr.string(doc = "Leading directory removed from each file's path in the wheel (e.g. 'python')."),
         "summary": attr.string(default = ""),
         "requires_python": attr.string(default = ">=3.10"),
-        "requires_dist": attr.string_list(doc = "Requires-Dist: lines, e.g. ['torch>=2.11']."),
+        "requires_dist": attr.string_list(doc = "Requires-Dist: lines, e.g. ['torch>=2.11'] (stable_wheel derives the torch one)."),
         "license": attr.label(allow_single_file = True),
         "readme": attr.label(allow_single_file = True),
         "python_tag": attr.string(default = "cp310"),

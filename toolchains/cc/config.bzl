@@ -2,11 +2,20 @@
 
 Every compile and link sees only the sysroot's glibc 2.31 / libstdc++ 10
 headers and libraries (never the image's), so shared objects need no glibc
-symbol newer than 2.17 and no GLIBCXX newer than 3.4.26 (tests/abi_audit.py
-checks both). Flags also make outputs reproducible: no build paths, dates or
-build ids leak into objects.
+symbol newer than 2.17 and, with //bazel/private:glibcxx_compat, no GLIBCXX
+newer than 3.4.21 (the ABI audit, bazel/private/abi_audit.py, checks both
+against its bounds 2.17 and 3.4.24). Outputs are reproducible: no build paths,
+dates or build ids leak into objects (//toolchains:reproducible.bzl).
+
+Compilation modes (-c): opt (the default) -O3 -DNDEBUG with function and data
+sections, linked with --gc-sections and stripped of debug information; dbg
+(--config=dbg) -O0 -g; fastbuild -O1.
 """
 
+load("@rules_cc//cc:action_names.bzl", "ACTION_NAMES")
+load("@rules_cc//cc/common:cc_common.bzl", "cc_common")
+load("@rules_cc//cc/toolchains:cc_toolchain_config_info.bzl", "CcToolchainConfigInfo")
+load("//toolchains:reproducible.bzl", "REPRODUCIBLE_COPTS", "REPRODUCIBLE_LINKOPTS")
 load(
     "@rules_cc//cc:cc_toolchain_config_lib.bzl",
     "feature",
@@ -16,19 +25,18 @@ load(
     "with_feature_set",
 )
 
-# Action names, spelled out (rules_cc 0.0.9's action_names.bzl is not in
-# every copy of it).
-_C_COMPILE = "c-compile"
-_CPP_COMPILE = "c++-compile"
-_ASSEMBLE = "assemble"
-_PREPROCESS_ASSEMBLE = "preprocess-assemble"
-_CPP_LINK_EXECUTABLE = "c++-link-executable"
-_CPP_LINK_DYNAMIC_LIBRARY = "c++-link-dynamic-library"
-_CPP_LINK_NODEPS_DYNAMIC_LIBRARY = "c++-link-nodeps-dynamic-library"
-
-_COMPILE_ACTIONS = [_C_COMPILE, _CPP_COMPILE, _ASSEMBLE, _PREPROCESS_ASSEMBLE]
-_CXX_ACTIONS = [_CPP_COMPILE]
-_LINK_ACTIONS = [_CPP_LINK_EXECUTABLE, _CPP_LINK_DYNAMIC_LIBRARY, _CPP_LINK_NODEPS_DYNAMIC_LIBRARY]
+_COMPILE_ACTIONS = [
+    ACTION_NAMES.c_compile,
+    ACTION_NAMES.cpp_compile,
+    ACTION_NAMES.assemble,
+    ACTION_NAMES.preprocess_assemble,
+]
+_CXX_ACTIONS = [ACTION_NAMES.cpp_compile]
+_LINK_ACTIONS = [
+    ACTION_NAMES.cpp_link_executable,
+    ACTION_NAMES.cpp_link_dynamic_library,
+    ACTION_NAMES.cpp_link_nodeps_dynamic_library,
+]
 
 def _flags(actions, flags, features = None, not_features = None):
     return flag_set(
@@ -65,12 +73,7 @@ def _impl(ctx):
                     "-fPIC",
                     "-fstack-protector-strong",
                     "-fno-omit-frame-pointer",
-                    # Reproducible objects: no dates, no absolute build paths.
-                    "-Wno-builtin-macro-redefined",
-                    "-D__DATE__=\"redacted\"",
-                    "-D__TIMESTAMP__=\"redacted\"",
-                    "-D__TIME__=\"redacted\"",
-                ]),
+                ] + REPRODUCIBLE_COPTS),
                 _flags(_CXX_ACTIONS, ["-std=c++17"]),
                 _flags(_COMPILE_ACTIONS, ["-O3", "-DNDEBUG", "-ffunction-sections", "-fdata-sections"], features = ["opt"]),
                 _flags(_COMPILE_ACTIONS, ["-O0", "-g"], features = ["dbg"]),
@@ -85,14 +88,13 @@ def _impl(ctx):
                     "--sysroot=" + sysroot,
                     "-no-canonical-prefixes",
                     "-fuse-ld=lld",
-                    "-Wl,--build-id=none",
                     "-Wl,-z,relro,-z,now",
                     "-Wl,-z,noexecstack",
                     "-Wl,--hash-style=gnu",
                     "-Wl,--as-needed",
                     "-lstdc++",
                     "-lm",
-                ]),
+                ] + REPRODUCIBLE_LINKOPTS),
                 _flags(_LINK_ACTIONS, ["-Wl,--gc-sections", "-Wl,-O1", "-Wl,--strip-debug"], features = ["opt"]),
             ],
         ),

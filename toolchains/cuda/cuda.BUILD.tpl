@@ -4,12 +4,8 @@ load("@rules_cc//cc:defs.bzl", "cc_import", "cc_library")
 
 package(default_visibility = ["//visibility:public"])
 
+# The compiler and the files it reads: //toolchains/cuda:nvcc.
 exports_files(["cuda/bin/nvcc"])
-
-filegroup(
-    name = "nvcc",
-    srcs = ["cuda/bin/nvcc"],
-)
 
 # Everything nvcc reads: its helper programs, cicc, libdevice, headers.
 filegroup(

@@ -10,7 +10,7 @@ Repository environment:
   CUDA_PATH   use this local toolkit instead (bin/nvcc, include, lib64 or
               lib); the build output says so.
 
-Targets: :nvcc, :toolkit (every file nvcc needs), :cuda_headers (cc_library),
+Targets: cuda/bin/nvcc, :toolkit (every file nvcc needs), :cuda_headers (cc_library),
 :cudart_static (the runtime, linked statically).
 """
 

@@ -33,11 +33,12 @@ Repository environment:
               lib/libamdhip64.so, lib/llvm/bin/clang or llvm/bin/clang,
               amdgcn/bitcode); the build output says so.
 
-Targets: :clang, :toolkit (every file the HIP compiler reads), :amdhip64 (the
-HIP runtime, linked dynamically), :offload_tools (clang-offload-bundler and
-llvm-objcopy, for tests), :test_env (Make variable
-$(STABLEOPS_ROCM_LD_LIBRARY_PATH): empty for the image, whose system library
-path has libamdhip64.so.6; <ROCM_PATH>/lib for ROCM_PATH).
+Targets: bin/clang, :toolkit (every file the HIP compiler reads), :amdhip64
+(the HIP runtime, linked dynamically), bin/clang-offload-bundler and
+bin/llvm-objcopy (for the code-object test), :runtime_env (where tests find
+libamdhip64: nothing for the image, whose system library path has
+libamdhip64.so.6; <ROCM_PATH>/lib for ROCM_PATH). //toolchains/rocm:hip is
+the toolchain made of them.
 """
 
 _DEBIAN = struct(
@@ -129,7 +130,7 @@ def _rocm_repository_impl(rctx):
         "{hip_version}": "{}.{}.{}".format(major, minor, patch),
         "{source}": local or "build image (Debian packages)",
         "{thrust}": thrust,
-        "{hip_bzl}": str(Label("//bazel/private:hip.bzl")),
+        "{toolchain_bzl}": str(Label("//toolchains/rocm:toolchain.bzl")),
         "{ld_library_path}": test_env.get("LD_LIBRARY_PATH", ""),
     })
 

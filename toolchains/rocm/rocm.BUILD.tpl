@@ -3,7 +3,7 @@
 # HIP runtime: {hip_version}, from {source}
 # thrust/complex.h: {thrust}
 load("@rules_cc//cc:defs.bzl", "cc_import", "cc_library")
-load("{hip_bzl}", "rocm_test_env")
+load("{toolchain_bzl}", "rocm_runtime_env")
 
 package(default_visibility = ["//visibility:public"])
 
@@ -24,19 +24,6 @@ filegroup(
     ]),
 )
 
-filegroup(
-    name = "offload_tools",
-    srcs = [
-        "bin/clang-offload-bundler",
-        "bin/llvm-objcopy",
-    ],
-)
-
-cc_library(
-    name = "hip_headers",
-    hdrs = glob(["rocm/include/hip/**"]),
-)
-
 # Linked dynamically: NEEDED libamdhip64.so.<major>, found at run time on the
 # system library path (ROCm's torch loads the same library).
 cc_import(
@@ -50,8 +37,8 @@ cc_library(
     deps = [":amdhip64_lib"],
 )
 
-# $(STABLEOPS_ROCM_LD_LIBRARY_PATH) for tests that load the shared object.
-rocm_test_env(
-    name = "test_env",
+# Where tests find libamdhip64 (//toolchains/rocm:hip passes it on).
+rocm_runtime_env(
+    name = "runtime_env",
     ld_library_path = "{ld_library_path}",
 )

@@ -22,4 +22,15 @@ cc_import(
     shared_library = "lib/libtorch_cpu.so",
 )
 
-exports_files(["python3", "python_launcher", "runtimes.bzl"])
+# Per torch runtime, the aoti_torch_*/torch_* symbols its libtorch_cpu.so and
+# libtorch_cuda.so export (config.bzl's SHIM_SYMBOL_FILES names them).
+filegroup(
+    name = "shim_symbols",
+    srcs = glob(["shim_symbols/**"]),
+)
+
+exports_files([
+    "config.bzl",
+    "python3",
+    "python_launcher",
+])

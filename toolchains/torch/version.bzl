@@ -1,13 +1,18 @@
-"""The torch version stableops targets: the one place it is defined.
+"""The default torch target version, and the helpers that read versions.
 
-TORCH_TARGET_VERSION becomes the C++ macro TORCH_TARGET_VERSION
+The target version is the oldest torch the built binaries load into. Its
+default is set here, once; a root module may raise it with
+`torch.configure(target_version = ...)`. The configured value lives in the
+generated @stableops_torch//:config.bzl (TORCH_TARGET_VERSION), and
+everything derives from it: the C++ macro TORCH_TARGET_VERSION
 (0xMMmm000000000000, major and minor in the top bytes) on every stable-ABI
-compile, so the headers hide any API newer than this release and the binaries
-load into every torch >= it.
+compile, the wheel's Requires-Dist, the target-version guard test, the ABI
+audit's shim reference and the torch runtimes tests run under.
 """
 
-# The oldest torch the shipped binaries must load into (MAJOR.MINOR).
-TORCH_TARGET_VERSION = "2.11"
+# The oldest torch the shipped binaries must load into (MAJOR.MINOR), unless
+# the root module configures another.
+DEFAULT_TORCH_TARGET_VERSION = "2.11"
 
 # The oldest torch whose headers can build stableops at all.
 MIN_TORCH_VERSION = "2.11"
