@@ -40,10 +40,11 @@ namespace stableops {
 //   ps = exp(p - m), ss = exp(s - m):
 //     output = prefix * ps/(ps+ss) + suffix * ss/(ps+ss)
 //     output_lse = m + log(ps + ss)
-// Validation is shared by both backends: see merge_attn_states_check.h.
+// Validation is shared by every backend and the fake: see
+// csrc/attention/merge_attn_states_check.h.
 // ---------------------------------------------------------------------------
 
-// CPU kernel (csrc/merge_attn_states_cpu.cpp).
+// CPU kernel (csrc/attention/merge_attn_states_cpu.cpp).
 void merge_attn_states_cpu(
     torch::stable::Tensor& output,
     std::optional<torch::stable::Tensor> output_lse,
@@ -52,7 +53,7 @@ void merge_attn_states_cpu(
     const torch::stable::Tensor& suffix_output,
     const torch::stable::Tensor& suffix_lse);
 
-// CUDA/ROCm kernel (csrc/*.cu, GPU builds only: STABLEOPS_WITH_GPU).
+// CUDA/ROCm kernel (csrc/attention/merge_attn_states.cu, GPU builds only).
 void merge_attn_states_cuda(
     torch::stable::Tensor& output,
     std::optional<torch::stable::Tensor> output_lse,

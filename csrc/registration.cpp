@@ -12,7 +12,7 @@
 // in sync (tests/test_registration.py checks the loaded library against it).
 #include <torch/csrc/stable/library.h>
 
-#include "ops.h"
+#include "csrc/ops.h"
 
 STABLE_TORCH_LIBRARY_FRAGMENT(stableops, m) {
   m.def(

@@ -1,9 +1,11 @@
 """Invalid inputs to stableops::merge_attn_states raise RuntimeError naming the
-bad value (from the shared C++ validation, or from the identical checks of the
-fake impl when a meta tensor routes the call there) and never crash."""
+bad value and never crash; the fake (torch.compile, meta tensors) decides
+exactly as the kernel does, with the same message: every case runs through
+both."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 
@@ -161,6 +163,35 @@ def test_bad_input_raises_runtime_error(case: str) -> None:
     assert "merge_attn_states" in msg
     for s in substrings:
         assert s in msg, f"expected {s!r} in error message:\n{msg}"
+
+
+def _fake_call(args: Args) -> None:
+    """The op on fake copies of `args` (devices, sizes, strides kept)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=False) as mode:
+        fake_args = {k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+        ops.merge_attn_states(**fake_args)
+
+
+def _decision(call: Callable[[], None]) -> str | None:
+    """None if the call is accepted, else the first line of its error, with
+    addresses masked (a fake tensor's data pointer is not the real one)."""
+    try:
+        call()
+    except RuntimeError as e:
+        return re.sub(r"0x[0-9a-f]+", "0x?", str(e).splitlines()[0])
+    return None
+
+
+@pytest.mark.parametrize("case", sorted(CASES) + ["good"])
+def test_fake_decides_as_the_kernel(case: str) -> None:
+    """Same accept/reject decision and message from the kernel and the fake."""
+    args = good() if case == "good" else CASES[case][0]()
+    real = _decision(lambda: ops.merge_attn_states(**args))
+    fake = _decision(lambda: _fake_call(args))
+    assert (case == "good") == (real is None), real
+    assert fake == real
 
 
 def test_still_works_after_errors() -> None:

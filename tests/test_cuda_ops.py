@@ -32,15 +32,7 @@ IS_ROCM = torch.version.hip is not None
 requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA GPU visible")
 
 
-def _has_op(namespace: str, name: str) -> bool:
-    try:
-        torch._C._dispatch_find_schema_or_throw(f"{namespace}::{name}", "")
-    except RuntimeError:
-        return False
-    return True
-
-
-HAS_GPU_OPS = _has_op("stableops_cuda_utils", "get_device_attribute")
+HAS_GPU_OPS = ops.has_op("stableops_cuda_utils", "get_device_attribute")
 requires_gpu_build = pytest.mark.skipif(
     not HAS_GPU_OPS, reason="stableops was built without GPU support"
 )

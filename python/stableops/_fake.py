@@ -1,13 +1,28 @@
 """Fake (meta) implementations for every operator of the library.
 
 They let ``torch.compile(fullgraph=True)``, ``torch.library.opcheck`` and meta
-tensors trace the operators without running them. Each fake is registered only
-when its operator exists in the loaded library (GPU-only operators are absent
-from CPU builds). :func:`register_fakes` is called once by the package loader.
+tensors trace the operators without running them.
 
-``merge_attn_states``'s fake repeats the cheap shape/dtype/device checks of the
-C++ validation (csrc/merge_attn_states_check.cpp) with the same messages, so
-bad inputs fail the same way at trace time and on meta tensors.
+Validation happens once, in C++: each op has one check function that its CPU
+kernel, its GPU kernel and these fakes all go through (csrc/core/check.h).
+FakeTensor does run a C++ Meta kernel registered through the stable ABI, but
+only with concrete sizes: under dynamic shapes the sizes are symbolic, and
+the stable ABI (at the 2.11 target) has no way to read them (aoti_torch's
+size getters fail on SymInts). A Python fake is needed for those, and
+``register_fake`` refuses an op that also has a C++ Meta kernel. So the fake
+of a mutating op:
+
+1. checks that all tensor arguments share one device (the rule and message
+   of ``stableops::check_devices``; meta tensors cannot carry it);
+2. runs the op's CPU kernel on meta copies of the arguments
+   (``redispatch`` to the CPU key), which validates and returns without
+   touching data. Symbolic sizes and strides become their hints (the sizes
+   of the example inputs being traced), which adds no guards; an unbacked
+   size (data-dependent, no hint) skips this step, and the kernel still
+   checks at run time.
+
+tests/test_bad_inputs.py runs every bad-input case through the real kernel
+and through the fake and requires the same decision and message.
 """
 
 from __future__ import annotations
@@ -18,139 +33,82 @@ from typing import Any
 
 import torch
 
+from ._dispatch import has_op
+
 __all__ = ["FAKE_IMPLS", "register_fakes"]
 
-_VEC_BYTES = 16
-_VALUE_DTYPES = {
-    torch.float32: "Float",
-    torch.float16: "Half",
-    torch.bfloat16: "BFloat16",
-}
-_DTYPE_NAMES = {
-    **_VALUE_DTYPES,
-    torch.float64: "Double",
-    torch.uint8: "Byte",
-    torch.int8: "Char",
-    torch.int16: "Short",
-    torch.int32: "Int",
-    torch.int64: "Long",
-    torch.bool: "Bool",
-}
+_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
-    return _DTYPE_NAMES.get(dtype, str(dtype))
+class _NoHint(Exception):
+    """A size without a hint (unbacked): the fake cannot run the C++ check."""
 
 
-def _device_name(device: torch.device) -> str:
-    return str(device)
+def _int(v: Any) -> Any:
+    """A concrete value for a (possibly symbolic) scalar: a symbol's hint.
+
+    Reads ``SymNode.hint`` (the same in torch 2.11 and 2.13, unlike the
+    symbolic_shapes helpers around it), which adds no guard.
+    """
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        hint = v.node.hint
+        if not isinstance(hint, (bool, int, float)):
+            raise _NoHint
+        return hint
+    return v
 
 
-def _fail(msg: str) -> None:
-    raise RuntimeError(f"merge_attn_states: {msg}")
+def _meta(v: Any) -> Any:
+    """A meta copy of a tensor: same sizes, strides, storage offset and dtype
+    (hints for symbols). The offset keeps the kernel's alignment checks
+    meaningful: a meta tensor's data_ptr() is its offset in bytes."""
+    if isinstance(v, torch.Tensor):
+        size = [_int(s) for s in v.shape]
+        stride = [_int(s) for s in v.stride()]
+        offset = _int(v.storage_offset())
+        span = 1 + sum((n - 1) * st for n, st in zip(size, stride)) if all(n > 0 for n in size) else 0
+        base = torch.empty(offset + span, dtype=v.dtype, device="meta")
+        return base.as_strided(size, stride, offset)
+    if isinstance(v, (list, tuple)):
+        return type(v)(_meta(x) for x in v)
+    return _int(v)
 
 
-def _check_value(t: torch.Tensor, name: str, output: torch.Tensor, vec: int) -> None:
-    if t.dtype != output.dtype:
-        _fail(
-            f"{name} must have the same dtype as output "
-            f"({_dtype_name(output.dtype)}), got {_dtype_name(t.dtype)}"
-        )
-    if t.dim() != 3:
-        _fail(
-            f"{name} must be 3-D [num_tokens, num_heads, head_size], got "
-            f"{t.dim()}-D tensor of shape {list(t.shape)}"
-        )
-    if t.shape != output.shape:
-        _fail(
-            f"{name} shape {list(t.shape)} does not match output shape "
-            f"{list(output.shape)}"
-        )
-    if t.numel() == 0:
-        return
-    if t.stride(2) != 1:
-        _fail(
-            f"{name} must be contiguous in its last (head_size) dim, got "
-            f"strides {list(t.stride())}"
-        )
-    if t.stride(0) % vec != 0 or t.stride(1) % vec != 0:
-        _fail(
-            f"{name} strides {list(t.stride())} must be multiples of {vec} "
-            f"elements ({_VEC_BYTES}-byte vectors of {_dtype_name(t.dtype)})"
-        )
-
-
-def _check_lse(t: torch.Tensor, name: str, num_heads: int, num_tokens: int) -> None:
-    if t.dtype != torch.float32:
-        _fail(f"{name} must have dtype Float (float32), got {_dtype_name(t.dtype)}")
-    if t.dim() != 2 or t.shape[0] != num_heads or t.shape[1] != num_tokens:
-        _fail(
-            f"{name} must have shape [num_heads, num_tokens] = "
-            f"[{num_heads}, {num_tokens}], got {list(t.shape)}"
-        )
-
-
-def check_merge_attn_states(
-    output: torch.Tensor,
-    output_lse: torch.Tensor | None,
-    prefix_output: torch.Tensor,
-    prefix_lse: torch.Tensor,
-    suffix_output: torch.Tensor,
-    suffix_lse: torch.Tensor,
-) -> None:
-    """Python mirror of check_merge_attn_states_inputs (minus pointer alignment)."""
-    device = output.device
-    named = [
-        ("prefix_output", prefix_output),
-        ("suffix_output", suffix_output),
-        ("prefix_lse", prefix_lse),
-        ("suffix_lse", suffix_lse),
-    ]
-    if output_lse is not None:
-        named.append(("output_lse", output_lse))
-    for name, t in named:
-        if t.device != device:
-            _fail(
-                f"{name} must be on the same device as output "
-                f"({_device_name(device)}), got {_device_name(t.device)}"
+def _check_devices(op: str, named: list[tuple[str, Any]]) -> None:
+    """stableops::check_devices' rule: every tensor on the first tensor's device."""
+    ref: tuple[str, torch.Tensor] | None = None
+    for name, value in named:
+        if not isinstance(value, torch.Tensor):
+            continue
+        if ref is None:
+            ref = (name, value)
+        elif value.device != ref[1].device:
+            raise RuntimeError(
+                f"{op}: {name} must be on the same device as {ref[0]} ({ref[1].device}), got {value.device}"
             )
-    if output.dtype not in _VALUE_DTYPES:
-        _fail(
-            "output must have dtype Float (float32), Half (float16) or "
-            f"BFloat16 (bfloat16), got {_dtype_name(output.dtype)}"
-        )
-    if output.dim() != 3:
-        _fail(
-            "output must be 3-D [num_tokens, num_heads, head_size], got "
-            f"{output.dim()}-D tensor of shape {list(output.shape)}"
-        )
-    vec = max(1, _VEC_BYTES // output.element_size())
-    num_tokens, num_heads, head_size = output.shape
-    if head_size <= 0 or head_size % vec != 0:
-        _fail(
-            f"head_size ({head_size}) must be a positive multiple of {vec} for "
-            f"{_dtype_name(output.dtype)} ({_VEC_BYTES}-byte vectors)"
-        )
-    _check_value(output, "output", output, vec)
-    _check_value(prefix_output, "prefix_output", output, vec)
-    _check_value(suffix_output, "suffix_output", output, vec)
-    _check_lse(prefix_lse, "prefix_lse", num_heads, num_tokens)
-    _check_lse(suffix_lse, "suffix_lse", num_heads, num_tokens)
-    if output_lse is not None:
-        _check_lse(output_lse, "output_lse", num_heads, num_tokens)
 
 
-def _merge_attn_states_fake(
-    output: torch.Tensor,
-    output_lse: torch.Tensor | None,
-    prefix_output: torch.Tensor,
-    prefix_lse: torch.Tensor,
-    suffix_output: torch.Tensor,
-    suffix_lse: torch.Tensor,
-) -> None:
-    check_merge_attn_states(
-        output, output_lse, prefix_output, prefix_lse, suffix_output, suffix_lse
-    )
+def _validated_by_kernel(qualname: str) -> Callable[..., None]:
+    """The fake of a mutating op (``-> ()``): validation through its CPU kernel."""
+    ns, name = qualname.split("::")
+    overload = getattr(getattr(torch.ops, ns), name).default
+    arg_names = [a.name for a in overload._schema.arguments]
+
+    def fake(*args: Any, **kwargs: Any) -> None:
+        named = list(zip(arg_names, args)) + [(k, v) for k, v in kwargs.items()]
+        _check_devices(name, named)
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        try:
+            with unset_fake_temporarily():
+                meta_args = [_meta(a) for a in args]
+                meta_kwargs = {k: _meta(v) for k, v in kwargs.items()}
+                overload.redispatch(_CPU, *meta_args, **meta_kwargs)
+        except _NoHint:
+            pass
+
+    fake.__name__ = f"{name}_fake"
+    return fake
 
 
 def _get_cuda_view_from_cpu_tensor_fake(cpu_tensor: torch.Tensor) -> torch.Tensor:
@@ -158,9 +116,7 @@ def _get_cuda_view_from_cpu_tensor_fake(cpu_tensor: torch.Tensor) -> torch.Tenso
         cpu_tensor.shape,
         cpu_tensor.stride(),
         dtype=cpu_tensor.dtype,
-        device=torch.device("cuda", torch.cuda.current_device())
-        if torch.cuda.is_available()
-        else "cuda",
+        device=torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cuda",
     )
 
 
@@ -178,31 +134,26 @@ def _real_int_query(qualname: str) -> Callable[..., int]:
     return fake
 
 
-#: Every operator of the library and its fake implementation.
-FAKE_IMPLS: dict[str, Callable[..., Any]] = {
-    "stableops::merge_attn_states": _merge_attn_states_fake,
-    "stableops::get_cuda_view_from_cpu_tensor": _get_cuda_view_from_cpu_tensor_fake,
-    "stableops_cuda_utils::get_device_attribute": _real_int_query(
-        "stableops_cuda_utils::get_device_attribute"
-    ),
-    "stableops_cuda_utils::get_max_shared_memory_per_block_device_attribute": (
-        _real_int_query(
-            "stableops_cuda_utils::get_max_shared_memory_per_block_device_attribute"
-        )
-    ),
+#: Every mutating operator of the library: its fake validates through the CPU kernel.
+VALIDATED_BY_KERNEL: tuple[str, ...] = ("stableops::merge_attn_states",)
+
+#: Operators whose fake is written out here.
+_SPECIAL: dict[str, Callable[[str], Callable[..., Any]]] = {
+    # Needs pinned CPU memory, which meta tensors cannot show; returns a view.
+    "stableops::get_cuda_view_from_cpu_tensor": lambda _: _get_cuda_view_from_cpu_tensor_fake,
+    "stableops_cuda_utils::get_device_attribute": _real_int_query,
+    "stableops_cuda_utils::get_max_shared_memory_per_block_device_attribute": _real_int_query,
+}
+
+#: Every operator of the library and how its fake is made.
+FAKE_IMPLS: dict[str, Callable[[str], Callable[..., Any]]] = {
+    **{q: _validated_by_kernel for q in VALIDATED_BY_KERNEL},
+    **_SPECIAL,
 }
 
 _lock = threading.Lock()
 _registered: list[str] = []
 _done = False
-
-
-def _op_exists(qualname: str) -> bool:
-    try:
-        torch._C._dispatch_find_schema_or_throw(qualname, "")
-    except RuntimeError:
-        return False
-    return True
 
 
 def register_fakes() -> list[str]:
@@ -211,9 +162,10 @@ def register_fakes() -> list[str]:
     global _done
     with _lock:
         if not _done:
-            for qualname, fn in FAKE_IMPLS.items():
-                if _op_exists(qualname):
-                    torch.library.register_fake(qualname, fn)
+            for qualname, make in FAKE_IMPLS.items():
+                ns, name = qualname.split("::")
+                if has_op(ns, name):
+                    torch.library.register_fake(qualname, make(qualname))
                     _registered.append(qualname)
             _done = True
         return list(_registered)

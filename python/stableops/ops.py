@@ -8,16 +8,9 @@ from __future__ import annotations
 
 import torch
 
+from ._dispatch import has_op
+
 __all__ = ["has_op", "merge_attn_states"]
-
-
-def has_op(namespace: str, name: str) -> bool:
-    """Whether ``torch.ops.<namespace>.<name>`` is registered."""
-    try:
-        torch._C._dispatch_find_schema_or_throw(f"{namespace}::{name}", "")
-    except RuntimeError:
-        return False
-    return True
 
 
 def merge_attn_states(

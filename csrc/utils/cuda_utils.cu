@@ -19,8 +19,8 @@
 #include <torch/headeronly/core/DeviceType.h>
 #include <torch/headeronly/util/Exception.h>
 
-#include "gpu_compat.h"
-#include "ops.h"
+#include "csrc/gpu_compat.h"
+#include "csrc/ops.h"
 
 namespace stableops {
 namespace {

@@ -22,9 +22,6 @@
 //   * both LSEs of a row are read by every thread of the row from the same
 //     address (one memory transaction per warp, L1 broadcast), so there is
 //     no shared memory and no __syncthreads;
-//   * large problems use kRows = 2 rows per thread: all four 16-byte loads
-//     are issued before any math, doubling the bytes in flight per thread
-//     and halving the number of blocks the scheduler must launch;
 //   * exp uses the fast __expf (|rel err| ~1e-7 for the arguments seen here,
 //     which are <= 0); the weights use one approximate reciprocal of a value
 //     in [1, 2]; output_lse uses the accurate log1pf (one thread per row);
@@ -42,92 +39,23 @@
 #include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/Exception.h>
 
-#include "gpu_compat.h"
-#include "merge_attn_states_check.h"
-#include "ops.h"
+#include "csrc/attention/merge_attn_states_check.h"
+#include "csrc/core/check.h"
+#include "csrc/core/gpu_vec.h"
+#include "csrc/gpu_compat.h"
+#include "csrc/ops.h"
 
 namespace stableops {
 namespace {
+
+using gpu::Pack;
 
 constexpr int kBlockThreads = 256;
 // Residency we ask ptxas to guarantee (caps registers per thread): 6 blocks of
 // 256 threads (1536 threads: the most every target architecture allows,
 // sm_86/89/120 included; the kernel needs ~31 registers, so Ampere and Hopper
 // still reach 8 blocks).
-template <int kRows>
 constexpr int kMinBlocksPerSm = 6;
-
-// 16-byte pack <-> 4 or 8 floats.
-template <typename T>
-struct Pack;
-
-template <>
-struct Pack<float> {
-  static constexpr int kElems = 4;
-  __device__ __forceinline__ static void to_float(const uint4& v,
-                                                  float (&f)[kElems]) {
-    f[0] = __uint_as_float(v.x);
-    f[1] = __uint_as_float(v.y);
-    f[2] = __uint_as_float(v.z);
-    f[3] = __uint_as_float(v.w);
-  }
-  __device__ __forceinline__ static uint4 from_float(const float (&f)[kElems]) {
-    uint4 v;
-    v.x = __float_as_uint(f[0]);
-    v.y = __float_as_uint(f[1]);
-    v.z = __float_as_uint(f[2]);
-    v.w = __float_as_uint(f[3]);
-    return v;
-  }
-};
-
-template <>
-struct Pack<stableops_half> {
-  static constexpr int kElems = 8;
-  __device__ __forceinline__ static void to_float(const uint4& v,
-                                                  float (&f)[kElems]) {
-    const stableops_half2* h = reinterpret_cast<const stableops_half2*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 x = __half22float2(h[i]);
-      f[2 * i] = x.x;
-      f[2 * i + 1] = x.y;
-    }
-  }
-  __device__ __forceinline__ static uint4 from_float(const float (&f)[kElems]) {
-    uint4 v;
-    stableops_half2* h = reinterpret_cast<stableops_half2*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
-    }
-    return v;
-  }
-};
-
-template <>
-struct Pack<stableops_bf16> {
-  static constexpr int kElems = 8;
-  __device__ __forceinline__ static void to_float(const uint4& v,
-                                                  float (&f)[kElems]) {
-    const stableops_bf162* h = reinterpret_cast<const stableops_bf162*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 x = __bfloat1622float2(h[i]);
-      f[2 * i] = x.x;
-      f[2 * i + 1] = x.y;
-    }
-  }
-  __device__ __forceinline__ static uint4 from_float(const float (&f)[kElems]) {
-    uint4 v;
-    stableops_bf162* h = reinterpret_cast<stableops_bf162*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-    }
-    return v;
-  }
-};
 
 struct MergeParams {
   void* out;
@@ -146,94 +74,64 @@ struct MergeParams {
   int64_t out_lse_sh, out_lse_st;
 };
 
-// blockDim = (packs_x, rows_y). Block b handles rows
-// [b * rows_y * kRows, (b + 1) * rows_y * kRows); thread (x, y) handles rows
-// base + y + i * rows_y (i < kRows) and packs x, x + packs_x, ... of each.
-template <typename T, int kRows>
-__global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm<kRows>)
+// blockDim = (packs_x, rows_y): thread (x, y) of block b handles row
+// b * rows_y + y, packs x, x + packs_x, ... of it.
+template <typename T>
+__global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
     merge_attn_states_kernel(const MergeParams p) {
   constexpr int N = Pack<T>::kElems;
   constexpr float kPosInf = INFINITY;
   constexpr float kNegInf = -INFINITY;
 
-  const uint32_t row_base = blockIdx.x * blockDim.y * kRows + threadIdx.y;
+  const uint32_t row = blockIdx.x * blockDim.y + threadIdx.y;
+  if (row >= p.num_rows) return;
+  const uint32_t t = row / p.num_heads;
+  const uint32_t h = row - t * p.num_heads;
 
-  const uint4* src_p[kRows];
-  const uint4* src_s[kRows];
-  uint4* dst[kRows];
-  float w_p[kRows];
-  float w_s[kRows];
-  bool valid[kRows];
-  bool copy_prefix[kRows];
+  float pl = STABLEOPS_LDG(p.prefix_lse + (h * p.prefix_lse_sh + t * p.prefix_lse_st));
+  float sl = STABLEOPS_LDG(p.suffix_lse + (h * p.suffix_lse_sh + t * p.suffix_lse_st));
+  pl = (pl == kPosInf) ? kNegInf : pl;
+  sl = (sl == kPosInf) ? kNegInf : sl;
+  const bool any_nan = (pl != pl) || (sl != sl);
+  const float m = any_nan ? pl + sl : fmaxf(pl, sl);  // NaN if any NaN
+  const bool copy_prefix = (m == kNegInf);
 
-#pragma unroll
-  for (int i = 0; i < kRows; ++i) {
-    const uint32_t row = row_base + i * blockDim.y;
-    valid[i] = row < p.num_rows;
-    const uint32_t r = valid[i] ? row : 0;
-    const uint32_t t = r / p.num_heads;
-    const uint32_t h = r - t * p.num_heads;
+  // e = exp(min - max) in [0, 1]; Z = 1 + e. -inf - finite = -inf -> e = 0.
+  const float e = __expf(-fabsf(pl - sl));
+  const float inv_z = __fdividef(1.0f, 1.0f + e);
+  const bool p_is_max = pl >= sl;
+  const float w_p = p_is_max ? inv_z : e * inv_z;
+  const float w_s = p_is_max ? e * inv_z : inv_z;
 
-    float pl = STABLEOPS_LDG(p.prefix_lse + (h * p.prefix_lse_sh + t * p.prefix_lse_st));
-    float sl = STABLEOPS_LDG(p.suffix_lse + (h * p.suffix_lse_sh + t * p.suffix_lse_st));
-    pl = (pl == kPosInf) ? kNegInf : pl;
-    sl = (sl == kPosInf) ? kNegInf : sl;
-    const bool any_nan = (pl != pl) || (sl != sl);
-    const float m = any_nan ? pl + sl : fmaxf(pl, sl);  // NaN if any NaN
-    copy_prefix[i] = (m == kNegInf);
-
-    // e = exp(min - max) in [0, 1]; Z = 1 + e. -inf - finite = -inf -> e = 0.
-    const float e = __expf(-fabsf(pl - sl));
-    const float inv_z = __fdividef(1.0f, 1.0f + e);
-    const bool p_is_max = pl >= sl;
-    w_p[i] = p_is_max ? inv_z : e * inv_z;
-    w_s[i] = p_is_max ? e * inv_z : inv_z;
-
-    src_p[i] = reinterpret_cast<const uint4*>(static_cast<const T*>(p.prefix) +
-                                              t * p.prefix_s0 +
-                                              h * p.prefix_s1);
-    src_s[i] = reinterpret_cast<const uint4*>(static_cast<const T*>(p.suffix) +
-                                              t * p.suffix_s0 +
-                                              h * p.suffix_s1);
-    dst[i] = reinterpret_cast<uint4*>(static_cast<T*>(p.out) + t * p.out_s0 +
-                                      h * p.out_s1);
-    // One thread per row writes the merged LSE; the accurate log1pf is
-    // evaluated only there.
-    if (p.out_lse != nullptr && threadIdx.x == 0 && valid[i]) {
-      p.out_lse[h * p.out_lse_sh + t * p.out_lse_st] =
-          copy_prefix[i] ? kNegInf : m + log1pf(e);
-    }
+  const uint4* src_p = reinterpret_cast<const uint4*>(
+      static_cast<const T*>(p.prefix) + t * p.prefix_s0 + h * p.prefix_s1);
+  const uint4* src_s = reinterpret_cast<const uint4*>(
+      static_cast<const T*>(p.suffix) + t * p.suffix_s0 + h * p.suffix_s1);
+  uint4* dst = reinterpret_cast<uint4*>(static_cast<T*>(p.out) + t * p.out_s0 + h * p.out_s1);
+  // One thread per row writes the merged LSE; the accurate log1pf is
+  // evaluated only there.
+  if (p.out_lse != nullptr && threadIdx.x == 0) {
+    p.out_lse[h * p.out_lse_sh + t * p.out_lse_st] = copy_prefix ? kNegInf : m + log1pf(e);
   }
 
   for (uint32_t k = threadIdx.x; k < p.packs_per_row; k += blockDim.x) {
-    uint4 a[kRows];
-    uint4 b[kRows];
-    // Issue every load before any math so they are all in flight together.
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      if (valid[i]) {
-        a[i] = STABLEOPS_LDG(src_p[i] + k);
-        if (!copy_prefix[i]) b[i] = STABLEOPS_LDG(src_s[i] + k);
-      }
+    // Both loads are issued before any math so they are in flight together.
+    const uint4 a = STABLEOPS_LDG(src_p + k);
+    if (copy_prefix) {
+      dst[k] = a;
+      continue;
     }
+    const uint4 b = STABLEOPS_LDG(src_s + k);
+    float fp[N];
+    float fs[N];
+    float fo[N];
+    Pack<T>::to_float(a, fp);
+    Pack<T>::to_float(b, fs);
 #pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      if (!valid[i]) continue;
-      if (copy_prefix[i]) {
-        dst[i][k] = a[i];
-        continue;
-      }
-      float fp[N];
-      float fs[N];
-      float fo[N];
-      Pack<T>::to_float(a[i], fp);
-      Pack<T>::to_float(b[i], fs);
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        fo[j] = fmaf(fp[j], w_p[i], fs[j] * w_s[i]);
-      }
-      dst[i][k] = Pack<T>::from_float(fo);
+    for (int j = 0; j < N; ++j) {
+      fo[j] = fmaf(fp[j], w_p, fs[j] * w_s);
     }
+    dst[k] = Pack<T>::from_float(fo);
   }
 }
 
@@ -245,14 +143,12 @@ void launch_merge(const MergeParams& params, cudaStream_t stream) {
           : static_cast<uint32_t>(kBlockThreads);
   const uint32_t rows_y = static_cast<uint32_t>(kBlockThreads) / packs_x;
   const dim3 block(packs_x, rows_y);
-  // One row per thread: measured on an H200 (2026-12-02, docs/PERFORMANCE.md)
-  // faster at every benchmarked shape than two rows per thread, whose extra
-  // registers cost occupancy.
-  constexpr int kRows = 1;
+  // One row per thread row: faster at every benchmarked shape than two rows
+  // per thread, whose extra registers cost occupancy (docs/PERFORMANCE.md).
   const uint64_t rows_per_block = rows_y;
   const dim3 grid(static_cast<uint32_t>(
       (params.num_rows + rows_per_block - 1) / rows_per_block));
-  merge_attn_states_kernel<T, kRows><<<grid, block, 0, stream>>>(params);
+  merge_attn_states_kernel<T><<<grid, block, 0, stream>>>(params);
   STABLEOPS_GPU_CHECK_LAUNCH();
 }
 

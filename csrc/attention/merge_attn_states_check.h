@@ -1,11 +1,13 @@
 // Shared input validation for stableops::merge_attn_states.
 //
-// Both the CPU kernel (merge_attn_states_cpu.cpp) and the CUDA/ROCm kernel
-// call check_merge_attn_states_inputs() before touching any data, so the two
-// backends accept exactly the same inputs and report errors with the same
-// messages. Every failure throws std::runtime_error via STD_TORCH_CHECK (a
-// RuntimeError in Python) whose message starts with "merge_attn_states: " and
-// names the offending argument and value.
+// The CPU kernel (merge_attn_states_cpu.cpp), the CUDA/ROCm kernel
+// (merge_attn_states.cu) and the fake (through the CPU kernel on meta
+// tensors: csrc/core/check.h) call check_merge_attn_states_inputs() before
+// touching any data, so every backend accepts exactly the same inputs and
+// reports errors with the same messages. Every failure throws
+// std::runtime_error via STD_TORCH_CHECK (a RuntimeError in Python) whose
+// message starts with "merge_attn_states: " and names the offending argument
+// and value.
 //
 // Contract enforced here (identical on every backend):
 //   * output, prefix_output, suffix_output:
@@ -24,9 +26,7 @@
 
 #include <cstdint>
 #include <optional>
-#include <string>
 
-#include <torch/csrc/stable/device.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/DeviceType.h>
 #include <torch/headeronly/core/ScalarType.h>
@@ -54,11 +54,5 @@ MergeAttnStatesDims check_merge_attn_states_inputs(
     const torch::stable::Tensor& suffix_lse,
     torch::headeronly::DeviceType expected_device_type,
     int64_t vec_bytes = kMergeAttnStatesVecBytes);
-
-// Human-readable names used in error messages ("Float", "Half", "BFloat16",
-// ...; "cpu", "cuda:0", "meta", ...). Usable by any kernel of this library.
-std::string scalar_type_name(torch::headeronly::ScalarType dtype);
-std::string device_type_name(torch::headeronly::DeviceType type);
-std::string device_name(const torch::stable::Device& device);
 
 } // namespace stableops

@@ -1,0 +1,193 @@
+// CPU building blocks shared by the CPU kernels of stableops.
+//
+// * STABLEOPS_CPU_CLONES: on x86-64 (GCC/Clang, no -mavx2 already) a row
+//   function is compiled twice, for AVX2 and the baseline, and the loader
+//   picks the best one via an IFUNC. Define STABLEOPS_NO_TARGET_CLONES to
+//   disable.
+// * Codecs between storage (float32, float16, bfloat16) and float32, written
+//   with integer bit operations so loops using them auto-vectorise.
+// * exp/log without libm: glibc >= 2.27/2.29 gives expf/logf/exp/log new
+//   symbol versions, which would break the GLIBC <= 2.17 floor of the built
+//   library (the ABI audit checks it).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(STABLEOPS_NO_TARGET_CLONES) && !defined(__AVX2__)
+#define STABLEOPS_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define STABLEOPS_CPU_CLONES
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define STABLEOPS_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define STABLEOPS_ALWAYS_INLINE inline
+#endif
+
+namespace stableops {
+namespace cpu {
+
+// ---------------------------------------------------------------------------
+// Bit helpers and dtype codecs (storage <-> float32).
+// ---------------------------------------------------------------------------
+
+STABLEOPS_ALWAYS_INLINE uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+STABLEOPS_ALWAYS_INLINE float bits_f32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// Branch-free select. Written with masks rather than `?:` because GCC turns
+// some ternaries into branches and then refuses to if-convert (and vectorise)
+// loops containing floating-point operations under -ftrapping-math.
+STABLEOPS_ALWAYS_INLINE uint32_t select_mask(bool c) {
+  return 0u - static_cast<uint32_t>(c);
+}
+
+STABLEOPS_ALWAYS_INLINE uint32_t blend(uint32_t mask, uint32_t a, uint32_t b) {
+  return (a & mask) | (b & ~mask);
+}
+
+struct F32Codec {
+  using storage_t = float;
+  static STABLEOPS_ALWAYS_INLINE float load(float v) {
+    return v;
+  }
+  static STABLEOPS_ALWAYS_INLINE float store(float v) {
+    return v;
+  }
+};
+
+struct BF16Codec {
+  using storage_t = uint16_t;
+  static STABLEOPS_ALWAYS_INLINE float load(uint16_t v) {
+    return bits_f32(static_cast<uint32_t>(v) << 16);
+  }
+  // Round to nearest even; NaN stays a (quiet) NaN with its sign.
+  static STABLEOPS_ALWAYS_INLINE uint16_t store(float f) {
+    const uint32_t u = f32_bits(f);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t nan = (u >> 16) | 0x0040u;
+    const uint32_t is_nan = select_mask((u & 0x7fffffffu) > 0x7f800000u);
+    return static_cast<uint16_t>(blend(is_nan, nan, rounded));
+  }
+};
+
+struct F16Codec {
+  using storage_t = uint16_t;
+  // IEEE binary16 -> binary32, exact, branch free.
+  static STABLEOPS_ALWAYS_INLINE float load(uint16_t h) {
+    const uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16;
+    const uint32_t em = static_cast<uint32_t>(h) & 0x7fffu; // exp+mantissa
+    // Normal numbers: rebias the exponent (15 -> 127).
+    const uint32_t normal = (em << 13) + ((127u - 15u) << 23);
+    // Inf / NaN: all-ones exponent.
+    const uint32_t inf_nan = (em << 13) | 0x7f800000u;
+    // Zero / subnormal: value = mantissa * 2^-24, exact in float32.
+    const uint32_t subnormal =
+        f32_bits(static_cast<float>(static_cast<int32_t>(em)) * 0x1p-24f);
+    uint32_t r = blend(select_mask(em >= 0x7c00u), inf_nan, normal);
+    r = blend(select_mask(em < 0x0400u), subnormal, r);
+    return bits_f32(r | sign);
+  }
+  // binary32 -> binary16, round to nearest even, overflow to inf, NaN -> qNaN.
+  static STABLEOPS_ALWAYS_INLINE uint16_t store(float f) {
+    const uint32_t u = f32_bits(f);
+    const uint32_t sign = (u >> 16) & 0x8000u;
+    const uint32_t a = u & 0x7fffffffu;
+    // |f| >= 2^-14 (half normal range): rebias, round on the 13 dropped bits,
+    // and saturate to inf (0x7c00) when the exponent overflows.
+    uint32_t normal = (a - ((127u - 15u) << 23) + 0x0fffu + ((a >> 13) & 1u)) >> 13;
+    normal = normal < 0x7c00u ? normal : 0x7c00u;
+    // |f| < 2^-14: adding 0.5f (ulp 2^-24) rounds |f| to a multiple of the
+    // half subnormal step with round-to-nearest-even; the low mantissa bits
+    // are then the half encoding (0x400 == smallest normal, also correct).
+    const float abs_f = bits_f32(a);
+    const uint32_t subnormal = f32_bits(abs_f + 0.5f) - 0x3f000000u;
+    uint32_t r = blend(select_mask(a < 0x38800000u), subnormal, normal);
+    r = blend(select_mask(a > 0x7f800000u), 0x7e00u, r);
+    return static_cast<uint16_t>(r | sign);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// exp / log without libm (see the file comment). Accuracy is far better than
+// float32 needs: both are evaluated in double.
+// ---------------------------------------------------------------------------
+
+// exp(x) for x <= 0 or moderate positive x; returns 0 for x = -inf.
+inline double exp_no_libm(double x) {
+  if (!(x == x)) {
+    return x; // NaN
+  }
+  if (x < -745.2) {
+    return 0.0;
+  }
+  if (x > 709.7) {
+    return std::numeric_limits<double>::infinity();
+  }
+  constexpr double kLn2Hi = 6.93147180369123816490e-01;
+  constexpr double kLn2Lo = 1.90821492927058770002e-10;
+  constexpr double kInvLn2 = 1.44269504088896338700e+00;
+  // x = k*ln2 + r, |r| <= ln2/2.
+  const double kd = x * kInvLn2 + (x < 0 ? -0.5 : 0.5);
+  const int64_t k = static_cast<int64_t>(kd); // truncation toward zero
+  const double r = (x - static_cast<double>(k) * kLn2Hi) -
+      static_cast<double>(k) * kLn2Lo;
+  // exp(r) by Taylor series (|r| <= 0.347: 14 terms give < 1e-17 error).
+  double term = 1.0;
+  double sum = 1.0;
+  for (int i = 1; i <= 14; ++i) {
+    term *= r / static_cast<double>(i);
+    sum += term;
+  }
+  // Scale by 2^k in two steps so subnormal results are produced correctly.
+  const int64_t k1 = k / 2;
+  const int64_t k2 = k - k1;
+  auto pow2 = [](int64_t e) {
+    const uint64_t bits = static_cast<uint64_t>(e + 1023) << 52;
+    double d;
+    std::memcpy(&d, &bits, sizeof(d));
+    return d;
+  };
+  return sum * pow2(k1) * pow2(k2);
+}
+
+// Natural log of a finite, positive, normal x (the kernel calls it with
+// 1 <= x <= 2).
+inline double log_no_libm(double x) {
+  uint64_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  int64_t e = static_cast<int64_t>((bits >> 52) & 0x7ff) - 1023;
+  bits = (bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL; // m in [1,2)
+  double m;
+  std::memcpy(&m, &bits, sizeof(m));
+  if (m > 1.4142135623730951) {
+    m *= 0.5;
+    e += 1;
+  }
+  // log(m) = 2 atanh(z), z = (m-1)/(m+1), |z| <= 0.1716.
+  const double z = (m - 1.0) / (m + 1.0);
+  const double z2 = z * z;
+  double term = z;
+  double sum = 0.0;
+  for (int i = 1; i <= 41; i += 2) {
+    sum += term / static_cast<double>(i);
+    term *= z2;
+  }
+  constexpr double kLn2 = 6.93147180559945309417e-01;
+  return 2.0 * sum + static_cast<double>(e) * kLn2;
+}
+
+} // namespace cpu
+} // namespace stableops

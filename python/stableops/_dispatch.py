@@ -1,0 +1,16 @@
+"""Dispatcher queries shared by the package (and its tests)."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["has_op"]
+
+
+def has_op(namespace: str, name: str) -> bool:
+    """Whether ``torch.ops.<namespace>.<name>`` is registered."""
+    try:
+        torch._C._dispatch_find_schema_or_throw(f"{namespace}::{name}", "")
+    except RuntimeError:
+        return False
+    return True
