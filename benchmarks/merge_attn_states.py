@@ -26,12 +26,12 @@ Run (stableops installed or on PYTHONPATH):
 from __future__ import annotations
 
 import json
-import math
-import statistics
 import sys
 
 import torch
 from absl import app, flags
+
+from bench_util import copy_bandwidth_gbs, fmt, graph_time_us, plan
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("json", None, "Write the results as JSON to this path.")
@@ -69,55 +69,6 @@ def torch_merge(out, out_lse, p, pl, s, sl):
 
 def ours(out, out_lse, p, pl, s, sl):
     torch.ops.stableops.merge_attn_states.default(out, out_lse, p, pl, s, sl)
-
-
-def graph_time_us(fn, arg_sets, n_calls, replays):
-    """Median time per call (us) of n_calls captured in one CUDA graph."""
-    cur = torch.cuda.current_stream()
-    side = torch.cuda.Stream()
-    side.wait_stream(cur)
-    with torch.cuda.stream(side):  # warm-up (compiles, allocator) off-capture
-        for i in range(min(3, len(arg_sets)) or 1):
-            fn(*arg_sets[i % len(arg_sets)])
-    cur.wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(n_calls):
-            fn(*arg_sets[i % len(arg_sets)])
-    graph.replay()
-    torch.cuda.synchronize()
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(replays):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    del graph
-    return statistics.median(times) * 1e3 / n_calls
-
-
-def copy_bandwidth_gbs(replays):
-    """Device-to-device copy bandwidth, bytes read + written per second.
-
-    The best of a memcpy (Tensor.copy_ of contiguous tensors) and an
-    elementwise copy kernel, each over 2 GiB replayed from a CUDA graph: the
-    fastest way this GPU moves bytes through PyTorch, our ceiling.
-    """
-    nbytes = 2 << 30
-    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda")
-    dst = torch.empty_like(src)
-    src.fill_(1)
-    best_us = min(
-        graph_time_us(lambda: dst.copy_(src), [()], 5, replays),
-        graph_time_us(lambda: torch.neg(src, out=dst), [()], 5, replays),
-    )
-    del src, dst
-    torch.cuda.empty_cache()
-    return 2 * nbytes / (best_us * 1e-6) / 1e9
 
 
 def make_set(t, h, d, dtype, gen):
@@ -162,12 +113,8 @@ def main(argv):
             h, d = (int(v) for v in hd.lower().split("x"))
             for t in (int(v) for v in FLAGS.tokens):
                 nbytes = 3 * t * h * d * es + 3 * t * h * 4
-                n_sets = max(1, min(FLAGS.max_sets, math.ceil(FLAGS.rotate_bytes / nbytes)))
-                # Keep the rotated working set within a few GB.
-                n_sets = max(1, min(n_sets, int(8e9 // nbytes)))
+                n_sets, n_calls = plan(nbytes, FLAGS.rotate_bytes, FLAGS.max_sets)
                 sets = [make_set(t, h, d, dtype, gen) for _ in range(n_sets)]
-                n_calls = max(5, min(200, int(2e9 / nbytes)))
-                n_calls = max(n_calls, n_sets)  # every set is used
 
                 if FLAGS.check:
                     out, out_lse = sets[0][0].clone(), sets[0][1].clone()
@@ -197,7 +144,6 @@ def main(argv):
                     speedup_vs_eager=(t_eager / t_ours) if t_eager else None,
                 )
                 rows.append(row)
-                fmt = lambda v, w, p=1: f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"
                 print(
                     f"{t:>6} {h:>4} {d:>4} {dname:>5} {nbytes / 1e6:>9.2f} {n_sets:>4} "
                     f"{fmt(t_ours, 9, 2)} {fmt(t_eager, 9, 2)} {fmt(t_comp, 10, 2)} "

@@ -40,15 +40,13 @@ def _wheel() -> Path:
     return path
 
 
-#: Test files run against the installed wheel (GPU tests in them skip
-#: without a GPU, saying why).
-_TEST_FILES = (
-    "test_registration.py",
-    "test_merge_attn_states_cpu.py",
-    "test_bad_inputs.py",
-    "test_cuda_ops.py",
-)
-_SUPPORT_FILES = ("op_manifest.json", "merge_reference.py")
+def _files() -> list[Path]:
+    """//tests:wheel_test_files: the test files run against the installed wheel
+    (GPU tests in them skip without a GPU, saying why) and what they read."""
+    listed = os.environ.get("STABLEOPS_WHEEL_TEST_FILES", "").split()
+    if not listed:
+        pytest.fail("STABLEOPS_WHEEL_TEST_FILES is not set: run this test through Bazel (//tests:test_wheel_install)")
+    return [Path(p) for p in listed]
 
 
 @pytest.fixture(scope="module")
@@ -81,13 +79,15 @@ def test_wheel_imports_from_fresh_venv(installed: Path, tmp_path: Path) -> None:
 
 
 def test_cpu_test_files_pass_against_installed_wheel(installed: Path, tmp_path: Path) -> None:
-    here = Path(__file__).parent
-    for name in _TEST_FILES + _SUPPORT_FILES:
-        shutil.copyfile(here / name, tmp_path / name)
+    files = _files()
+    for path in files:
+        shutil.copyfile(path, tmp_path / path.name)
+    tests = sorted(p.name for p in files if p.name.startswith("test_"))
+    assert tests, files
     env = _clean_env()
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     result = subprocess.run(
-        [installed, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *_TEST_FILES],
+        [installed, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *tests],
         capture_output=True, text=True, cwd=tmp_path, env=env,
     )
     summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""

@@ -3,8 +3,10 @@
 Importing the package loads the compiled operator library ``_C.abi3.so``
 (which sits next to this file) exactly once, registers the fake (meta)
 implementations used by ``torch.compile``, and exposes the typed wrappers as
-``stableops.ops``. The raw operators live in ``torch.ops.stableops`` (and, in
-GPU builds, ``torch.ops.stableops_cuda_utils``).
+``stableops.ops``, and functional forms that allocate their outputs at the
+package level (``stableops.rms_norm(x, weight, eps)``, ...). The raw operators
+live in ``torch.ops.stableops`` (and, in GPU builds,
+``torch.ops.stableops_cuda_utils``).
 """
 
 from __future__ import annotations
@@ -59,3 +61,7 @@ def load_library() -> str:
 load_library()
 
 from . import ops  # noqa: E402  (needs the library loaded first)
+from . import functional  # noqa: E402
+from .functional import *  # noqa: E402,F403  (stableops.rms_norm(x, w, eps), ...)
+
+__all__ += functional.__all__
