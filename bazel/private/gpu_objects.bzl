@@ -45,6 +45,7 @@ def _gpu_objects_impl(ctx):
             inputs = depset([src] + ctx.files.hdrs, transitive = [compilation_context.headers, gpu.compiler_files]),
             outputs = [obj],
             mnemonic = gpu.mnemonic,
+            toolchain = GPU_TOOLCHAIN_TYPE,
             progress_message = "Compiling {} {} for {}".format(gpu.backend.upper(), src.short_path, ",".join(gpu.archs)),
         )
         objects.append(obj)

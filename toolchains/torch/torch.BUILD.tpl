@@ -29,6 +29,9 @@ filegroup(
     srcs = glob(["shim_symbols/**"]),
 )
 
+# Each list by name too (stable_abi_audit_test passes them one by one).
+exports_files(glob(["shim_symbols/**"]))
+
 exports_files([
     "config.bzl",
     "python3",
