@@ -9,7 +9,7 @@ load("@rules_cc//cc:find_cc_toolchain.bzl", "find_cc_toolchain", "use_cc_toolcha
 load("@rules_cc//cc/common:cc_common.bzl", "cc_common")
 load("@rules_cc//cc/common:cc_info.bzl", "CcInfo")
 
-GPU_TOOLCHAIN_TYPE = "//bazel:gpu_toolchain_type"
+GPU_TOOLCHAIN_TYPE = Label("//bazel:gpu_toolchain_type")
 
 GPU_SRC_EXTENSIONS = [".cu"]
 GPU_HDR_EXTENSIONS = [".h", ".hpp", ".cuh", ".inc"]
