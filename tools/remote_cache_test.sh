@@ -61,6 +61,7 @@ nginx_pid=
 bases=()
 keep_logs=
 
+# shellcheck disable=SC2329  # run by the EXIT trap below
 cleanup() {
   set +e
   if [[ -n $nginx_pid ]]; then

@@ -8,16 +8,22 @@ filegroup(
     name = "sysroot_headers",
     # Headers, plus the GCC installation directory whose crtbegin.o clang
     # looks for to find libstdc++.
-    srcs = glob(["sysroot/usr/include/**", "sysroot/usr/lib/gcc/**"]),
+    srcs = glob([
+        "sysroot/usr/include/**",
+        "sysroot/usr/lib/gcc/**",
+    ]),
 )
 
 filegroup(
     name = "sysroot_libs",
-    srcs = glob([
-        "sysroot/lib/**",
-        "sysroot/lib64/**",
-        "sysroot/usr/lib/**",
-    ], exclude = ["sysroot/usr/lib/gcc/**/include/**"]),
+    srcs = glob(
+        [
+            "sysroot/lib/**",
+            "sysroot/lib64/**",
+            "sysroot/usr/lib/**",
+        ],
+        exclude = ["sysroot/usr/lib/gcc/**/include/**"],
+    ),
 )
 
 filegroup(
@@ -32,7 +38,10 @@ filegroup(
 
 filegroup(
     name = "all_files",
-    srcs = [":sysroot_headers", ":sysroot_libs"],
+    srcs = [
+        ":sysroot_headers",
+        ":sysroot_libs",
+    ],
 )
 
 filegroup(name = "empty")

@@ -13,9 +13,6 @@ sections, linked with --gc-sections and stripped of debug information; dbg
 """
 
 load("@rules_cc//cc:action_names.bzl", "ACTION_NAMES")
-load("@rules_cc//cc/common:cc_common.bzl", "cc_common")
-load("@rules_cc//cc/toolchains:cc_toolchain_config_info.bzl", "CcToolchainConfigInfo")
-load("//toolchains:reproducible.bzl", "REPRODUCIBLE_COPTS", "REPRODUCIBLE_LINKOPTS")
 load(
     "@rules_cc//cc:cc_toolchain_config_lib.bzl",
     "feature",
@@ -24,6 +21,9 @@ load(
     "tool_path",
     "with_feature_set",
 )
+load("@rules_cc//cc/common:cc_common.bzl", "cc_common")
+load("@rules_cc//cc/toolchains:cc_toolchain_config_info.bzl", "CcToolchainConfigInfo")
+load("//toolchains:reproducible.bzl", "REPRODUCIBLE_COPTS", "REPRODUCIBLE_LINKOPTS")
 
 _COMPILE_ACTIONS = [
     ACTION_NAMES.c_compile,

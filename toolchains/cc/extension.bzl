@@ -45,7 +45,7 @@ cc_repository = repository_rule(
     doc = "Creates the hermetic clang + sysroot C++ toolchain repository.",
 )
 
-def _cc_extension_impl(mctx):
+def _cc_extension_impl(_mctx):
     cc_repository(name = "stableops_cc")
 
 cc = module_extension(

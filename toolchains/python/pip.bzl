@@ -22,6 +22,9 @@ def download_wheels(rctx, requirements, lock_name, dest):
       requirements: path of a requirements file (`name==version --hash=sha256:...`).
       lock_name: the lock file to name in error messages.
       dest: directory (relative to the repository) to unpack into.
+
+    Returns:
+      The file names of the unpacked wheels.
     """
     python = configured_python(rctx)
     res = rctx.execute([

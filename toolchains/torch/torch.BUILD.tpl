@@ -11,8 +11,7 @@ cc_library(
         "include/torch/csrc/stable/**",
         "include/torch/headeronly/**",
         "include/torch/csrc/inductor/aoti_torch/c/**",
-        "include/torch/csrc/inductor/aoti_torch/generated/c_shim_aten.h",
-    ]),
+    ]) + ["include/torch/csrc/inductor/aoti_torch/generated/c_shim_aten.h"],
     defines = ["TORCH_TARGET_VERSION={target_version_hex}"],
     includes = ["include"],
 )

@@ -20,7 +20,14 @@ MIN_TORCH_VERSION = "2.11"
 _HEX = "0123456789ABCDEF"
 
 def parse_version(version):
-    """'2.13.0+cu130' -> [2, 13, 0]: the leading numeric components."""
+    """'2.13.0+cu130' -> [2, 13, 0]: the leading numeric components.
+
+    Args:
+      version: a version string (torch's, or MAJOR.MINOR).
+
+    Returns:
+      The list of its leading numeric components.
+    """
     out = []
     for part in version.split("+")[0].split("."):
         digits = ""
@@ -37,7 +44,14 @@ def _byte_hex(n):
     return _HEX[n // 16] + _HEX[n % 16]
 
 def target_version_hex(version):
-    """'2.11' -> '0x020B000000000000ULL', failing on anything below the minimum."""
+    """'2.11' -> '0x020B000000000000ULL', failing on anything below the minimum.
+
+    Args:
+      version: the target version, MAJOR.MINOR.
+
+    Returns:
+      The value of the TORCH_TARGET_VERSION macro.
+    """
     parts = parse_version(version)
     if len(parts) < 2 or parts[0] > 255 or parts[1] > 255 or parts < parse_version(MIN_TORCH_VERSION):
         fail("stableops: expected a torch target version MAJOR.MINOR >= {}, found '{}'".format(MIN_TORCH_VERSION, version))
