@@ -13,7 +13,7 @@
 #                tools/check_reproducible_wheel.sh; includes the Bazel server's
 #                start);
 #   (b) no-op  : the same build again in the same output base;
-#   (c0)       : appends a comment line to csrc/cuda_utils.cu (a real content
+#   (c0)       : appends a comment line to csrc/utils/cuda_utils.cu (a real content
 #                change: Bazel keys actions on content, so `touch` would be a
 #                no-op) and rebuilds; the recompiled object is byte-identical,
 #                so Bazel skips the link: one action runs;
@@ -29,7 +29,7 @@
 #                cache, --config=remote;
 #   (e) pip    : `pip wheel .` of a setup.py generated into a temp dir (never
 #                committed) using torch.utils.cpp_extension.CUDAExtension on
-#                csrc/*.cpp and csrc/*.cu, for the same CUDA architectures as
+#                csrc/**/*.cpp and csrc/**/*.cu, for the same CUDA architectures as
 #                the default --//bazel:cuda_archs (TORCH_CUDA_ARCH_LIST below),
 #                MAX_JOBS=2, run inside the build image with torch 2.13.0's
 #                venv, the hermetic nvcc from (a)'s output base and the image's
@@ -123,58 +123,26 @@ timed a cold "$base_a" --remote_cache= "$@"
 timed b noop "$base_a" --remote_cache= "$@"
 
 # --- (c) one .cu file changed ---------------------------------------------
-# check_c LOG: from an execution log, lists the actions that ran and prints
-# "met: ..." when they were only cuda_utils.cu's compile(s), the .so's link
-# and the wheel (MODE=comment: the compile alone is also fine, because an
-# unchanged object lets Bazel skip the link).
+# check_c EXEC_JSON MODE: the actions that ran were only cuda_utils.cu's
+# compile(s) (and its archive), the .so's link and the wheel (MODE=comment:
+# the compile alone is also fine: an unchanged object lets Bazel skip the
+# link).
 check_c() {
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-text, mode = open(sys.argv[1]).read(), sys.argv[2]
-dec, pos, ran = json.JSONDecoder(), 0, []
-while True:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    if pos >= len(text):
-        break
-    e, pos = dec.raw_decode(text, pos)
-    if e.get("remoteCacheHit"):
-        continue
-    outs = e.get("listedOutputs") or [""]
-    ran.append((e.get("mnemonic", ""), e.get("targetLabel", ""), outs[0]))
-bad = []
-for mnemonic, label, out in ran:
-    print(f"  ran: {mnemonic} {label} {out}", file=sys.stderr)
-    if "cuda_utils" in out and (out.endswith(".o") or out.endswith(".lo") or out.endswith(".a")):
-        continue                              # the changed file's object(s) and their archive
-    if out.endswith(".so") and "Link" in mnemonic:
-        continue                              # the relink
-    if out.endswith(".whl"):
-        continue                              # the wheel that packages the .so
-    bad.append(f"{mnemonic} {label} {out}")
-compiles = sum(1 for m, l, o in ran if "cuda_utils" in o and o.endswith(".o"))
-links = sum(1 for m, l, o in ran if o.endswith(".so") and "Link" in m)
-archives = sum(1 for m, l, o in ran if "cuda_utils" in o and (o.endswith(".lo") or o.endswith(".a")))
-rest = len(ran) - compiles - archives - links - len(bad)
-if bad or compiles == 0 or (links == 0 and mode != "comment"):
-    print(f"NOT MET: {len(ran)} actions ran: {compiles} cuda_utils compile(s), {links} link(s); unexpected: {'; '.join(bad) or 'none'}")
-elif links == 0:
-    print(f"met: {len(ran)} action ran: the compile of cuda_utils.cu; its object came out byte-identical, so Bazel skipped the link and the wheel")
-else:
-    print(f"met: {len(ran)} actions ran: {compiles} compile of cuda_utils.cu, {archives} archive of its object, {links} link of _C.abi3.so, {rest} wheel packaging")
-PY
+  local extra=()
+  [[ $2 == comment ]] && extra=(--no_link_ok)
+  python3 "$workspace/tools/exec_log.py" only_rebuilt "$1" cuda_utils "${extra[@]}"
 }
 # c0: a comment line only (the object does not change).
-printf '// build_speed.sh: a comment line\n' >>"$src/csrc/cuda_utils.cu"
+printf '// build_speed.sh: a comment line\n' >>"$src/csrc/utils/cuda_utils.cu"
 timed c0 one_cu_comment "$base_a" --remote_cache= "$@"
 c0_check=$(check_c "$scratch/one_cu_comment.exec.json" comment)
 say "(c0) check: $c0_check"
 # c: a code change (one more host symbol: the object and the .so change).
-printf 'extern "C" __attribute__((visibility("hidden"))) int stableops_build_speed_edit = 1;\n' >>"$src/csrc/cuda_utils.cu"
+printf 'extern "C" __attribute__((visibility("hidden"))) int stableops_build_speed_edit = 1;\n' >>"$src/csrc/utils/cuda_utils.cu"
 timed c one_cu "$base_a" --remote_cache= "$@"
 c_check=$(check_c "$scratch/one_cu.exec.json" code)
 say "(c) check: $c_check"
-git -C "$src" checkout -q -- csrc/cuda_utils.cu
+git -C "$src" checkout -q -- csrc/utils/cuda_utils.cu
 
 # --- (d) cold build from a warm remote cache --------------------------------
 start_nginx_cache "$scratch/nginx"
@@ -191,7 +159,7 @@ timed d remote "$base_d" --config=remote "$@"
 unset STABLEOPS_REMOTE_CACHE
 
 # --- (e) pip wheel . with torch.utils.cpp_extension --------------------------
-cuda="$base_a/external/_main~cuda~stableops_cuda/cuda"
+cuda="$base_a/external/+cuda+stableops_cuda/cuda"
 [[ -x $cuda/bin/nvcc ]] || fail "no nvcc at $cuda/bin/nvcc"
 pipdir="$scratch/pip"
 mkdir -p "$pipdir/proj/stableops_setuptools" "$pipdir/cuda_home/lib64" "$pipdir/bin" "$pipdir/wheels"
@@ -211,7 +179,7 @@ chmod +x "$pipdir/bin/clang" "$pipdir/bin/clang++"
 # "2.11" -> 0x020B000000000000, as toolchains/torch/version.bzl does.
 hex=$(python3 - "$src/toolchains/torch/version.bzl" <<'PY'
 import re, sys
-v = re.search(r'^TORCH_TARGET_VERSION = "(\d+)\.(\d+)"', open(sys.argv[1]).read(), re.M)
+v = re.search(r'^DEFAULT_TORCH_TARGET_VERSION = "(\d+)\.(\d+)"', open(sys.argv[1]).read(), re.M)
 print(f"0x{int(v.group(1)):02X}{int(v.group(2)):02X}000000000000")
 PY
 )
@@ -249,8 +217,8 @@ setup(
     packages=["stableops_setuptools"],
     ext_modules=[CUDAExtension(
         "stableops_setuptools._C",
-        sources=sorted(glob.glob("csrc/*.cpp")) + sorted(glob.glob("csrc/*.cu")),
-        include_dirs=["csrc"],
+        sources=sorted(glob.glob("csrc/**/*.cpp", recursive=True)) + sorted(glob.glob("csrc/**/*.cu", recursive=True)),
+        include_dirs=["."],
         define_macros=[("STABLEOPS_WITH_GPU", None), ("USE_CUDA", None),
                        ("TORCH_TARGET_VERSION", "$hex")],
         extra_compile_args={"cxx": ["-O3", "-std=c++17"],
@@ -290,8 +258,8 @@ for k in a b c0 c d e; do
   case $k in
     a) name="(a) cold \`bazel build //python:wheel\` (fresh output base, no disk/remote cache)" ;;
     b) name="(b) no-op rebuild" ;;
-    c0) name="(c0) rebuild after appending a comment line to csrc/cuda_utils.cu" ;;
-    c) name="(c) rebuild after appending a line of code to csrc/cuda_utils.cu" ;;
+    c0) name="(c0) rebuild after appending a comment line to csrc/utils/cuda_utils.cu" ;;
+    c) name="(c) rebuild after appending a line of code to csrc/utils/cuda_utils.cu" ;;
     d) name="(d) cold build (fresh output base, no disk cache) from a warm remote cache" ;;
     e) name="(e) \`pip wheel .\` with torch.utils.cpp_extension (MAX_JOBS=2)" ;;
   esac

@@ -113,14 +113,7 @@ build B "$clones/clone-b" "$@"
 
 # "INFO: 40 processes: 35 remote cache hit, 5 internal." (counts per kind)
 summary=$(grep -E '^INFO: [0-9]+ processes' "$scratch/B.log" | tail -n1)
-read -r total hits internal < <(python3 - "$summary" <<'PY'
-import re, sys
-line = sys.argv[1]
-total = int(re.search(r"(\d+) processes", line).group(1))
-kinds = dict((k.strip(), int(n)) for n, k in re.findall(r"(\d+) ([a-z][a-z -]*?)(?=[,.]|$)", line.split(":", 2)[2]))
-print(total, kinds.get("remote cache hit", 0), kinds.get("internal", 0))
-PY
-)
+read -r total hits internal < <(python3 "$workspace/tools/exec_log.py" summary "$scratch/B.log")
 cacheable=$((total - internal))
 ((cacheable > 0)) || fail "build B ran no cacheable action ($summary)"
 percent=$(python3 -c "print(f'{100 * $hits / $cacheable:.1f}')")
@@ -132,20 +125,6 @@ if python3 -c "import sys; sys.exit(0 if $hits * 100 >= $min_percent * $cacheabl
 fi
 keep_logs=1
 say "actions of build B that were not remote cache hits (from its execution log):"
-python3 - "$scratch/B.exec.json" >&2 <<'PY' || true
-import json, sys
-text = open(sys.argv[1]).read()
-dec, pos, n = json.JSONDecoder(), 0, 0
-while True:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    if pos >= len(text):
-        break
-    entry, pos = dec.raw_decode(text, pos)
-    if not entry.get("remoteCacheHit"):
-        n += 1
-        if n <= 40:
-            print(" ", entry.get("mnemonic"), entry.get("targetLabel"), (entry.get("listedOutputs") or [""])[0])
-print(f"  {n} in all; compare the inputs and arguments of the same outputs in A.exec.json and B.exec.json")
-PY
+python3 "$workspace/tools/exec_log.py" ran "$scratch/B.exec.json" --limit=40 >&2 || true
+say "compare the inputs and arguments of the same outputs in A.exec.json and B.exec.json"
 fail "only ${percent}% remote cache hits (need ${min_percent}%)"
