@@ -9,8 +9,10 @@
 // Signatures are chosen to work with TORCH_BOX:
 //   schema `Tensor!`   -> torch::stable::Tensor&
 //   schema `Tensor!?`  -> std::optional<torch::stable::Tensor>
+//   schema `Tensor?`   -> const std::optional<torch::stable::Tensor>&
 //   schema `Tensor`    -> const torch::stable::Tensor&
 //   schema `int`       -> int64_t
+//   schema `int?`      -> std::optional<int64_t>
 //   schema `-> ()`     -> void
 #pragma once
 
@@ -26,13 +28,16 @@ namespace stableops {
 //
 // stableops::merge_attn_states(Tensor! output, Tensor!? output_lse,
 //     Tensor prefix_output, Tensor prefix_lse,
-//     Tensor suffix_output, Tensor suffix_lse) -> ()
+//     Tensor suffix_output, Tensor suffix_lse,
+//     int? prefill_tokens_with_context=None, Tensor? output_scale=None) -> ()
 //
 // Merges two partial attention results (e.g. prefix-cache and new-token
 // attention) using their log-sum-exp values:
-//   values (output/prefix_output/suffix_output): [num_tokens, num_heads,
-//       head_size], dtype float32/float16/bfloat16 (all the same), last dim
-//       contiguous.
+//   values (prefix_output/suffix_output): [num_tokens, num_heads, head_size],
+//       float32/float16/bfloat16 (the same), last dim contiguous; output of
+//       that dtype, or FP8 (float8_e4m3fn / float8_e4m3fnuz) when
+//       output_scale (float32, one element) is given: then output holds
+//       fp8(clamp(merged / output_scale, -MAX, MAX)).
 //   LSE (prefix_lse/suffix_lse/output_lse): float32 [num_heads, num_tokens],
 //       natural log, any strides.
 //   A +inf LSE is treated as -inf. Where both LSEs are -inf the output is the
@@ -40,6 +45,8 @@ namespace stableops {
 //   ps = exp(p - m), ss = exp(s - m):
 //     output = prefix * ps/(ps+ss) + suffix * ss/(ps+ss)
 //     output_lse = m + log(ps + ss)
+//   Tokens at index >= prefill_tokens_with_context (when given) have no
+//   prefix: they take the suffix values and the suffix LSE unchanged.
 // Validation is shared by every backend and the fake: see
 // csrc/attention/merge_attn_states_check.h.
 // ---------------------------------------------------------------------------
@@ -51,7 +58,9 @@ void merge_attn_states_cpu(
     const torch::stable::Tensor& prefix_output,
     const torch::stable::Tensor& prefix_lse,
     const torch::stable::Tensor& suffix_output,
-    const torch::stable::Tensor& suffix_lse);
+    const torch::stable::Tensor& suffix_lse,
+    std::optional<int64_t> prefill_tokens_with_context,
+    const std::optional<torch::stable::Tensor>& output_scale);
 
 // CUDA/ROCm kernel (csrc/attention/merge_attn_states.cu, GPU builds only).
 void merge_attn_states_cuda(
@@ -60,7 +69,9 @@ void merge_attn_states_cuda(
     const torch::stable::Tensor& prefix_output,
     const torch::stable::Tensor& prefix_lse,
     const torch::stable::Tensor& suffix_output,
-    const torch::stable::Tensor& suffix_lse);
+    const torch::stable::Tensor& suffix_lse,
+    std::optional<int64_t> prefill_tokens_with_context,
+    const std::optional<torch::stable::Tensor>& output_scale);
 
 // ---------------------------------------------------------------------------
 // GPU-only utilities (implemented in csrc/*.cu; registered only when

@@ -18,7 +18,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(stableops, m) {
   m.def(
       "merge_attn_states(Tensor! output, Tensor!? output_lse, "
       "Tensor prefix_output, Tensor prefix_lse, "
-      "Tensor suffix_output, Tensor suffix_lse) -> ()");
+      "Tensor suffix_output, Tensor suffix_lse, "
+      "int? prefill_tokens_with_context=None, Tensor? output_scale=None) -> ()");
 #ifdef STABLEOPS_WITH_GPU
   m.def("get_cuda_view_from_cpu_tensor(Tensor cpu_tensor) -> Tensor");
 #endif

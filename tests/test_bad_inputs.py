@@ -17,7 +17,7 @@ from fake_parity import assert_same_decision
 
 T, H, D = 5, 4, 16
 
-Args = dict[str, "torch.Tensor | None"]
+Args = dict[str, "torch.Tensor | int | None"]
 
 
 def good(dtype: torch.dtype = torch.float32, t: int = T, h: int = H, d: int = D) -> Args:
@@ -31,7 +31,7 @@ def good(dtype: torch.dtype = torch.float32, t: int = T, h: int = H, d: int = D)
     }
 
 
-def with_(**changes: torch.Tensor | None) -> Callable[[], Args]:
+def with_(**changes: torch.Tensor | int | None) -> Callable[[], Args]:
     def make() -> Args:
         args = good()
         args.update(changes)
@@ -146,6 +146,38 @@ CASES: dict[str, tuple[Callable[[], Args], list[str]]] = {
     "output_on_meta": (
         with_(output=torch.empty(T, H, D, device="meta")),
         ["must be on the same device as output (meta), got cpu"],
+    ),
+    "fp8_output_without_scale": (
+        with_(output=torch.empty(T, H, D, dtype=torch.float8_e4m3fn)),
+        ["output has dtype Float8_e4m3fn, which needs output_scale"],
+    ),
+    "scale_with_float_output": (
+        with_(output_scale=torch.tensor([1.0])),
+        ["output must have dtype Float8_e4m3fn or Float8_e4m3fnuz when output_scale is given", "got Float"],
+    ),
+    "scale_float16": (
+        with_(output=torch.empty(T, H, D, dtype=torch.float8_e4m3fn), output_scale=torch.tensor([1.0]).half()),
+        ["output_scale must have dtype Float (float32)", "got Half"],
+    ),
+    "scale_two_elements": (
+        with_(output=torch.empty(T, H, D, dtype=torch.float8_e4m3fnuz), output_scale=torch.tensor([1.0, 2.0])),
+        ["output_scale must have one element, got shape [2]"],
+    ),
+    "scale_on_meta": (
+        with_(output=torch.empty(T, H, D, dtype=torch.float8_e4m3fn), output_scale=torch.ones(1, device="meta")),
+        ["output_scale must be on the same device as output (cpu), got meta"],
+    ),
+    "fp8_inputs": (
+        with_(
+            output=torch.empty(T, H, D, dtype=torch.float8_e4m3fn),
+            output_scale=torch.tensor([1.0]),
+            prefix_output=torch.randn(T, H, D).to(torch.float8_e4m3fn),
+        ),
+        ["prefix_output must have dtype Float (float32), Half (float16) or BFloat16 (bfloat16)", "got Float8_e4m3fn"],
+    ),
+    "negative_prefill_tokens": (
+        with_(prefill_tokens_with_context=-1),
+        ["prefill_tokens_with_context must be >= 0 or None, got -1"],
     ),
     "output_lse_on_meta": (
         with_(output_lse=torch.empty(H, T, device="meta")),

@@ -24,7 +24,7 @@ import torch
 import stableops  # noqa: F401  (loads the library, registers fakes)
 from stableops import ops
 
-from merge_reference import reference
+from merge_reference import FP8_MAX, fp8_bits, reference
 
 INF = float("inf")
 HAS_CUDA = torch.cuda.is_available()
@@ -41,10 +41,10 @@ requires_gpu_build = pytest.mark.skipif(
 # --------------------------------------------------------------------------
 # Thin accessors: prefer the stableops.ops wrappers, fall back to torch.ops.
 # --------------------------------------------------------------------------
-def merge_attn_states(out, out_lse, p, pl, s, sl):
+def merge_attn_states(out, out_lse, p, pl, s, sl, **kwargs):
     if hasattr(ops, "merge_attn_states"):
-        return ops.merge_attn_states(out, out_lse, p, pl, s, sl)
-    return torch.ops.stableops.merge_attn_states(out, out_lse, p, pl, s, sl)
+        return ops.merge_attn_states(out, out_lse, p, pl, s, sl, **kwargs)
+    return torch.ops.stableops.merge_attn_states(out, out_lse, p, pl, s, sl, **kwargs)
 
 
 def cuda_view(t):
@@ -249,6 +249,67 @@ def test_merge_misaligned_pointer_rejected():
     out = torch.empty(t, h, d, dtype=torch.float16, device="cuda")
     with pytest.raises(RuntimeError, match="aligned"):
         merge_attn_states(out, None, p, x["pl"], x["s"], x["sl"])
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("prefill", [0, 1, 17, 40], ids=lambda n: f"prefill{n}")
+def test_merge_prefill_tokens_with_context(dtype, prefill):
+    """Tokens past prefill_tokens_with_context take the suffix and its LSE
+    unchanged (bit for bit); the rest merge."""
+    t, h, d = 37, 5, 128
+    x = make_inputs(t, h, d, dtype, seed=prefill + 1)
+    out = torch.full((t, h, d), float("nan"), dtype=dtype, device="cuda")
+    out_lse = torch.full((h, t), float("nan"), device="cuda")
+    merge_attn_states(out, out_lse, x["p"], x["pl"], x["s"], x["sl"], prefill_tokens_with_context=prefill)
+    n = min(prefill, t)
+    assert torch.equal(out[n:], x["s"][n:])
+    assert torch.equal(out_lse[:, n:], x["sl"][:, n:])
+    ref_out, ref_lse = reference(x["p"], x["pl"], x["s"], x["sl"], prefill_tokens_with_context=prefill)
+    atol, rtol = TOL[dtype]
+    torch.testing.assert_close(out.double(), ref_out, atol=atol, rtol=rtol)
+    torch.testing.assert_close(out_lse.double(), ref_lse, atol=LSE_TOL[0], rtol=LSE_TOL[1])
+
+
+@requires_cuda
+@pytest.mark.parametrize("fp8", list(FP8_MAX), ids=["e4m3fn", "e4m3fnuz"])
+@pytest.mark.parametrize("prefill", [None, 9], ids=["all", "prefill9"])
+def test_merge_fp8_output_bit_exact(fp8, prefill):
+    """FP8 output = torch's conversion of clamp(merged / scale), bit-exact
+    against the float32 merge of the same inputs on the same GPU."""
+    t, h, d = 33, 6, 128
+    x = make_inputs(t, h, d, torch.float32, seed=21)
+    x["p"] *= 300  # past the format's MAX: saturates
+    merged = torch.empty(t, h, d, device="cuda")
+    merge_attn_states(merged, None, x["p"], x["pl"], x["s"], x["sl"], prefill_tokens_with_context=prefill)
+    out = torch.empty(t, h, d, dtype=fp8, device="cuda")
+    lse = torch.empty(h, t, device="cuda")
+    merge_attn_states(out, lse, x["p"], x["pl"], x["s"], x["sl"], prefill_tokens_with_context=prefill,
+                      output_scale=torch.tensor([0.37], device="cuda"))
+    assert torch.equal(out.view(torch.uint8).cpu(), fp8_bits(merged.cpu(), 0.37, fp8))
+    ref_lse = reference(x["p"], x["pl"], x["s"], x["sl"], prefill_tokens_with_context=prefill)[1]
+    torch.testing.assert_close(lse.double(), ref_lse, atol=LSE_TOL[0], rtol=LSE_TOL[1])
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_merge_fp8_output_half_inputs_in_a_graph(dtype):
+    """FP8 output from half-precision inputs, captured in a CUDA graph: within
+    one FP8 step of the float64 reference."""
+    t, h, d = 64, 8, 128
+    x = make_inputs(t, h, d, dtype, seed=4)
+    out = torch.empty(t, h, d, dtype=torch.float8_e4m3fn, device="cuda")
+    scale = torch.tensor([0.5], device="cuda")
+    merge_attn_states(out, None, x["p"], x["pl"], x["s"], x["sl"], output_scale=scale)  # warm-up
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        merge_attn_states(out, None, x["p"], x["pl"], x["s"], x["sl"], output_scale=scale)
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    ref = (reference(x["p"], x["pl"], x["s"], x["sl"])[0] / 0.5).clamp(-448, 448)
+    got = out.double()
+    assert ((got - ref).abs() <= ref.abs() * 2**-3 + 2**-9).all()
 
 
 @requires_cuda

@@ -19,7 +19,7 @@ from absl.testing import parameterized
 import stableops
 from stableops import ops
 
-from merge_reference import reference
+from merge_reference import FP8_MAX, fp8_bits, reference
 
 INF = float("inf")
 TOL = {  # (atol, rtol) for values; LSEs are float32 everywhere
@@ -223,6 +223,20 @@ def test_opcheck(idx: int) -> None:
     torch.library.opcheck(torch.ops.stableops.merge_attn_states.default, args)
 
 
+def test_opcheck_fp8_output_and_prefill() -> None:
+    x = make_inputs(6, 2, 16, torch.bfloat16, seed=5, special=True)
+    out = torch.empty(6, 2, 16, dtype=torch.float8_e4m3fn)
+    args = (out, torch.empty(2, 6), x["prefix_output"], x["prefix_lse"], x["suffix_output"], x["suffix_lse"])
+    # Not test_schema: it compares the mutated FP8 output with torch ops
+    # that have no Float8 CPU kernel ("mul_cpu_reduced_float" not implemented).
+    torch.library.opcheck(
+        torch.ops.stableops.merge_attn_states.default,
+        args,
+        {"prefill_tokens_with_context": 3, "output_scale": torch.tensor([0.25])},
+        test_utils=("test_faketensor", "test_aot_dispatch_static", "test_aot_dispatch_dynamic"),
+    )
+
+
 def test_meta_tensors() -> None:
     x = make_inputs(3, 2, 16, torch.float16)
     meta = {k: v.to("meta") for k, v in x.items()}
@@ -269,6 +283,64 @@ def test_torch_compile_fullgraph(dtype: torch.dtype) -> None:
     torch.compile(g, fullgraph=True)(out_comp, *args)
     assert torch.equal(out_comp, out_eager)
     assert_matches(x, out_comp, None)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES.values()), ids=list(DTYPES))
+@pytest.mark.parametrize("prefill", [0, 1, 5, 9, 100])
+def test_prefill_tokens_with_context(dtype: torch.dtype, prefill: int) -> None:
+    """Tokens past prefill_tokens_with_context take the suffix and its LSE
+    unchanged (bit for bit, +inf LSE included); the rest merge."""
+    x = make_inputs(9, 3, 16, dtype, seed=prefill, special=True)
+    x["suffix_lse"][0, -1] = INF  # kept as is where the suffix passes through
+    out = torch.full((9, 3, 16), float("nan"), dtype=dtype)
+    lse = torch.full((3, 9), float("nan"))
+    ops.merge_attn_states(out, lse, **x, prefill_tokens_with_context=prefill)
+    n = min(prefill, 9)
+    assert torch.equal(out[n:], x["suffix_output"][n:])
+    assert torch.equal(lse[:, n:], x["suffix_lse"][:, n:])
+    ref_out, ref_lse = reference(**x, prefill_tokens_with_context=prefill)
+    atol, rtol = TOL[dtype]
+    torch.testing.assert_close(out.double(), ref_out, atol=atol, rtol=rtol)
+    torch.testing.assert_close(lse.double(), ref_lse, atol=LSE_TOL[0], rtol=LSE_TOL[1])
+
+
+@pytest.mark.parametrize("fp8", list(FP8_MAX), ids=["e4m3fn", "e4m3fnuz"])
+@pytest.mark.parametrize("prefill", [None, 4])
+def test_fp8_output_bit_exact(fp8: torch.dtype, prefill: int | None) -> None:
+    """FP8 output = torch's conversion of clamp(merged / scale): bit-exact
+    against the float32 merge of the same inputs."""
+    x = make_inputs(9, 4, 32, torch.float32, seed=3, special=True)
+    x["prefix_output"] *= 300  # values past the format's MAX saturate
+    merged = torch.empty(9, 4, 32)
+    ops.merge_attn_states(merged, None, **x, prefill_tokens_with_context=prefill)
+    scale = 0.37
+    out = torch.empty(9, 4, 32, dtype=fp8)
+    lse = torch.empty(4, 9)
+    ops.merge_attn_states(out, lse, **x, prefill_tokens_with_context=prefill, output_scale=torch.tensor([scale]))
+    assert torch.equal(out.view(torch.uint8), fp8_bits(merged, scale, fp8))
+    ref_lse = reference(**x, prefill_tokens_with_context=prefill)[1]
+    torch.testing.assert_close(lse.double(), ref_lse, atol=LSE_TOL[0], rtol=LSE_TOL[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_fp8_output_half_inputs(dtype: torch.dtype) -> None:
+    """Half-precision inputs with an FP8 output: within one FP8 step of the
+    float64 reference (the merged value is float32 before the conversion)."""
+    x = make_inputs(7, 3, 64, dtype, seed=11, special=True)
+    out, _ = stableops.merge_attn_states(**x, output_scale=torch.tensor([0.5]))
+    assert out.dtype == torch.float8_e4m3fn
+    ref = (reference(**x)[0] / 0.5).clamp(-448, 448)
+    got = out.double()
+    assert ((got - ref).abs() <= ref.abs() * 2**-3 + 2**-9).all()
+
+
+def test_functional_form_leaves_inputs_alone() -> None:
+    x = make_inputs(5, 2, 16, torch.float32, seed=2)
+    before = {k: v.clone() for k, v in x.items()}
+    out, lse = stableops.merge_attn_states(**x)
+    for k in x:
+        assert torch.equal(x[k], before[k])
+    assert_matches(x, out, lse)
 
 
 def test_package_exposes_ops() -> None:

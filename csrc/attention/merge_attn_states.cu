@@ -16,12 +16,20 @@
 //
 // Design (memory-bound; ~3 * T*H*D*elsize bytes move):
 //   * one thread owns one 16-byte pack (4 fp32 or 8 fp16/bf16) of a row and
-//     does 128-bit loads/stores; a block is a 2-D tile of
-//     [rows_per_block x packs_per_row] threads so every row starts on a
-//     thread-x boundary and (t, h) is computed once per row, not per element;
+//     does 128-bit loads (and 16-byte stores, 4- or 8-byte ones for FP8); a
+//     block is a 2-D tile of [rows_per_block x packs_per_row] threads so
+//     every row starts on a thread-x boundary and (t, h) is computed once per
+//     row, not per element;
+//   * rows are numbered head-major (row = h * T + t): the rows of a block
+//     share a head and read consecutive entries of the [H, T] LSE tensors,
+//     so those loads are coalesced instead of one 32-byte sector per row;
 //   * both LSEs of a row are read by every thread of the row from the same
 //     address (one memory transaction per warp, L1 broadcast), so there is
 //     no shared memory and no __syncthreads;
+//   * tokens at index >= merge_tokens (prefill_tokens_with_context) copy the
+//     suffix and its LSE; with output_scale the output is FP8 of
+//     merged / scale (IEEE division, csrc/core/fp8.h's conversion, bit-exact
+//     with torch);
 //   * exp uses the fast __expf (|rel err| ~1e-7 for the arguments seen here,
 //     which are <= 0); the weights use one approximate reciprocal of a value
 //     in [1, 2]; output_lse uses the accurate log1pf (one thread per row);
@@ -29,8 +37,10 @@
 //     synchronisation, no allocation -> CUDA-graph capturable.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
+#include <type_traits>
 
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/accelerator.h>
@@ -41,6 +51,7 @@
 
 #include "csrc/attention/merge_attn_states_check.h"
 #include "csrc/core/check.h"
+#include "csrc/core/fp8.h"
 #include "csrc/core/gpu_vec.h"
 #include "csrc/gpu_compat.h"
 #include "csrc/ops.h"
@@ -64,8 +75,10 @@ struct MergeParams {
   const float* prefix_lse;
   const void* suffix;
   const float* suffix_lse;
+  const float* out_scale;  // FP8 output only
   uint32_t num_rows;       // T * H
-  uint32_t num_heads;      // H
+  uint32_t num_tokens;     // T
+  uint32_t merge_tokens;   // tokens >= this take the suffix unchanged
   uint32_t packs_per_row;  // D / elements per pack
   // Value strides in elements (dims 0 and 1; dim 2 is contiguous).
   int64_t out_s0, out_s1, prefix_s0, prefix_s1, suffix_s0, suffix_s1;
@@ -74,9 +87,53 @@ struct MergeParams {
   int64_t out_lse_sh, out_lse_st;
 };
 
-// blockDim = (packs_x, rows_y): thread (x, y) of block b handles row
-// b * rows_y + y, packs x, x + packs_x, ... of it.
+// Output policies: a pack of the input dtype (raw copies keep the input's
+// bits), or the pack's values quantised to FP8 (N bytes).
 template <typename T>
+struct SameOut {
+  static constexpr bool kSame = true;
+  using Store = uint4;
+  __device__ __forceinline__ static void store(void* row, uint32_t k, const float (&f)[Pack<T>::kElems], float) {
+    reinterpret_cast<uint4*>(row)[k] = Pack<T>::from_float(f);
+  }
+  __device__ __forceinline__ static void copy(void* row, uint32_t k, const uint4& v, float) {
+    reinterpret_cast<uint4*>(row)[k] = v;
+  }
+};
+
+template <typename T, fp8::Format F>
+struct Fp8Out {
+  static constexpr bool kSame = false;
+  static constexpr int N = Pack<T>::kElems;
+  // 4 fp32 -> 4 bytes, 8 fp16/bf16 -> 8 bytes.
+  using Store = typename std::conditional<N == 8, uint2, uint32_t>::type;
+  __device__ __forceinline__ static void store(void* row, uint32_t k, const float (&f)[N], float scale) {
+    uint16_t b[N / 2];
+#pragma unroll
+    for (int j = 0; j < N / 2; ++j) {
+      b[j] = fp8::quantize2<F>(f[2 * j] / scale, f[2 * j + 1] / scale);
+    }
+    Store v;
+    static_assert(sizeof(v) == sizeof(b), "FP8 store size");
+    memcpy(&v, b, sizeof(v));
+    reinterpret_cast<Store*>(row)[k] = v;
+  }
+  __device__ __forceinline__ static void copy(void* row, uint32_t k, const uint4& v, float scale) {
+    float f[N];
+    Pack<T>::to_float(v, f);
+    store(row, k, f, scale);
+  }
+};
+
+template <typename T, typename Out>
+__device__ __forceinline__ void* out_row(const MergeParams& p, uint32_t t, uint32_t h) {
+  using O = typename std::conditional<Out::kSame, T, uint8_t>::type;
+  return static_cast<O*>(p.out) + t * p.out_s0 + h * p.out_s1;
+}
+
+// blockDim = (packs_x, rows_y): thread (x, y) of block b handles row
+// b * rows_y + y (head-major: row = h * T + t), packs x, x + packs_x, ... of it.
+template <typename T, typename Out>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
     merge_attn_states_kernel(const MergeParams p) {
   constexpr int N = Pack<T>::kElems;
@@ -85,8 +142,24 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
 
   const uint32_t row = blockIdx.x * blockDim.y + threadIdx.y;
   if (row >= p.num_rows) return;
-  const uint32_t t = row / p.num_heads;
-  const uint32_t h = row - t * p.num_heads;
+  const uint32_t h = row / p.num_tokens;
+  const uint32_t t = row - h * p.num_tokens;
+  const float scale = Out::kSame ? 1.0f : *p.out_scale;
+  void* dst = out_row<T, Out>(p, t, h);
+  const uint4* src_s = reinterpret_cast<const uint4*>(
+      static_cast<const T*>(p.suffix) + t * p.suffix_s0 + h * p.suffix_s1);
+
+  if (t >= p.merge_tokens) {
+    // No prefix for this token: the suffix, and its LSE, unchanged.
+    if (p.out_lse != nullptr && threadIdx.x == 0) {
+      p.out_lse[h * p.out_lse_sh + t * p.out_lse_st] =
+          STABLEOPS_LDG(p.suffix_lse + (h * p.suffix_lse_sh + t * p.suffix_lse_st));
+    }
+    for (uint32_t k = threadIdx.x; k < p.packs_per_row; k += blockDim.x) {
+      Out::copy(dst, k, STABLEOPS_LDG(src_s + k), scale);
+    }
+    return;
+  }
 
   float pl = STABLEOPS_LDG(p.prefix_lse + (h * p.prefix_lse_sh + t * p.prefix_lse_st));
   float sl = STABLEOPS_LDG(p.suffix_lse + (h * p.suffix_lse_sh + t * p.suffix_lse_st));
@@ -105,9 +178,6 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
 
   const uint4* src_p = reinterpret_cast<const uint4*>(
       static_cast<const T*>(p.prefix) + t * p.prefix_s0 + h * p.prefix_s1);
-  const uint4* src_s = reinterpret_cast<const uint4*>(
-      static_cast<const T*>(p.suffix) + t * p.suffix_s0 + h * p.suffix_s1);
-  uint4* dst = reinterpret_cast<uint4*>(static_cast<T*>(p.out) + t * p.out_s0 + h * p.out_s1);
   // One thread per row writes the merged LSE; the accurate log1pf is
   // evaluated only there.
   if (p.out_lse != nullptr && threadIdx.x == 0) {
@@ -118,7 +188,7 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
     // Both loads are issued before any math so they are in flight together.
     const uint4 a = STABLEOPS_LDG(src_p + k);
     if (copy_prefix) {
-      dst[k] = a;
+      Out::copy(dst, k, a, scale);
       continue;
     }
     const uint4 b = STABLEOPS_LDG(src_s + k);
@@ -131,11 +201,11 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
     for (int j = 0; j < N; ++j) {
       fo[j] = fmaf(fp[j], w_p, fs[j] * w_s);
     }
-    dst[k] = Pack<T>::from_float(fo);
+    Out::store(dst, k, fo, scale);
   }
 }
 
-template <typename T>
+template <typename T, typename Out>
 void launch_merge(const MergeParams& params, cudaStream_t stream) {
   const uint32_t packs_x =
       params.packs_per_row < static_cast<uint32_t>(kBlockThreads)
@@ -148,8 +218,19 @@ void launch_merge(const MergeParams& params, cudaStream_t stream) {
   const uint64_t rows_per_block = rows_y;
   const dim3 grid(static_cast<uint32_t>(
       (params.num_rows + rows_per_block - 1) / rows_per_block));
-  merge_attn_states_kernel<T><<<grid, block, 0, stream>>>(params);
+  merge_attn_states_kernel<T, Out><<<grid, block, 0, stream>>>(params);
   STABLEOPS_GPU_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_for_output(const MergeParams& params, const MergeAttnStatesDims& dims, cudaStream_t stream) {
+  if (!dims.fp8_output) {
+    launch_merge<T, SameOut<T>>(params, stream);
+  } else if (dims.fp8_format == fp8::Format::kE4M3FN) {
+    launch_merge<T, Fp8Out<T, fp8::Format::kE4M3FN>>(params, stream);
+  } else {
+    launch_merge<T, Fp8Out<T, fp8::Format::kE4M3FNUZ>>(params, stream);
+  }
 }
 
 }  // namespace
@@ -159,14 +240,17 @@ void merge_attn_states_cuda(torch::stable::Tensor& output,
                             const torch::stable::Tensor& prefix_output,
                             const torch::stable::Tensor& prefix_lse,
                             const torch::stable::Tensor& suffix_output,
-                            const torch::stable::Tensor& suffix_lse) {
-  // Shared validation: shapes, dtypes, devices, last-dim contiguity, 16-byte
+                            const torch::stable::Tensor& suffix_lse,
+                            std::optional<int64_t> prefill_tokens_with_context,
+                            const std::optional<torch::stable::Tensor>& output_scale) {
+  // Shared validation: shapes, dtypes, devices, last-dim contiguity,
   // alignment, strides and head_size multiples of the vector width.
   const MergeAttnStatesDims dims = check_merge_attn_states_inputs(
       output, output_lse, prefix_output, prefix_lse, suffix_output, suffix_lse,
+      prefill_tokens_with_context, output_scale,
       torch::headeronly::DeviceType::CUDA, kMergeAttnStatesVecBytes);
 
-  const int64_t elem_size = static_cast<int64_t>(output.element_size());
+  const int64_t elem_size = static_cast<int64_t>(prefix_output.element_size());
   const int64_t pack_elems = kMergeAttnStatesVecBytes / elem_size;
   // Defence in depth: the kernel's correctness depends on this.
   STD_TORCH_CHECK(dims.head_size % pack_elems == 0,
@@ -193,8 +277,10 @@ void merge_attn_states_cuda(torch::stable::Tensor& output,
   params.prefix_lse = static_cast<const float*>(prefix_lse.data_ptr());
   params.suffix = suffix_output.data_ptr();
   params.suffix_lse = static_cast<const float*>(suffix_lse.data_ptr());
+  params.out_scale = dims.fp8_output ? static_cast<const float*>(output_scale->data_ptr()) : nullptr;
   params.num_rows = static_cast<uint32_t>(num_rows);
-  params.num_heads = static_cast<uint32_t>(dims.num_heads);
+  params.num_tokens = static_cast<uint32_t>(dims.num_tokens);
+  params.merge_tokens = static_cast<uint32_t>(dims.merge_tokens);
   params.packs_per_row = static_cast<uint32_t>(dims.head_size / pack_elems);
   params.out_s0 = output.stride(0);
   params.out_s1 = output.stride(1);
@@ -214,19 +300,19 @@ void merge_attn_states_cuda(torch::stable::Tensor& output,
   const cudaStream_t stream =
       static_cast<cudaStream_t>(current_gpu_stream(device_index));
 
-  switch (output.scalar_type()) {
+  switch (prefix_output.scalar_type()) {
     case torch::headeronly::ScalarType::Float:
-      launch_merge<float>(params, stream);
+      launch_for_output<float>(params, dims, stream);
       break;
     case torch::headeronly::ScalarType::Half:
-      launch_merge<stableops_half>(params, stream);
+      launch_for_output<stableops_half>(params, dims, stream);
       break;
     case torch::headeronly::ScalarType::BFloat16:
-      launch_merge<stableops_bf16>(params, stream);
+      launch_for_output<stableops_bf16>(params, dims, stream);
       break;
     default:
       STD_TORCH_CHECK(false, "merge_attn_states: unsupported dtype ",
-                      scalar_type_name(output.scalar_type()));
+                      scalar_type_name(prefix_output.scalar_type()));
   }
 }
 

@@ -2,6 +2,7 @@
 // the contract). Stable ABI only.
 #include "csrc/attention/merge_attn_states_check.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -22,15 +23,15 @@ namespace {
 
 constexpr const char* kOp = "merge_attn_states";
 
-// Checks one value tensor (output / prefix_output / suffix_output) against the
-// reference dtype/shape taken from `output` and the vector-width rules.
+// Checks one value tensor (output / prefix_output / suffix_output): 3-D, the
+// shape of `output`, and the vector-width rules: `vec_elems` elements per
+// vector, whose bytes depend on the tensor's own element size.
 void check_value_tensor(
     const Tensor& t,
     const char* name,
     const Tensor& output,
-    int64_t vec_elems,
-    int64_t vec_bytes) {
-  check_same_dtype(kOp, t, name, output, "output");
+    int64_t vec_elems) {
+  const int64_t vec_bytes = vec_elems * static_cast<int64_t>(t.element_size());
   STD_TORCH_CHECK(
       t.dim() == 3,
       "merge_attn_states: ",
@@ -113,6 +114,8 @@ MergeAttnStatesDims check_merge_attn_states_inputs(
     const Tensor& prefix_lse,
     const Tensor& suffix_output,
     const Tensor& suffix_lse,
+    std::optional<int64_t> prefill_tokens_with_context,
+    const std::optional<Tensor>& output_scale,
     DeviceType expected_device_type,
     int64_t vec_bytes) {
   STD_TORCH_CHECK(
@@ -122,6 +125,7 @@ MergeAttnStatesDims check_merge_attn_states_inputs(
 
   // 1. Devices (schema order; output is the reference), defined tensors.
   const bool has_output_lse = output_lse.has_value() && output_lse->defined();
+  const bool has_scale = output_scale.has_value() && output_scale->defined();
   check_devices(
       kOp,
       {{"output", &output},
@@ -129,14 +133,47 @@ MergeAttnStatesDims check_merge_attn_states_inputs(
        {"prefix_output", &prefix_output},
        {"prefix_lse", &prefix_lse},
        {"suffix_output", &suffix_output},
-       {"suffix_lse", &suffix_lse}},
+       {"suffix_lse", &suffix_lse},
+       {"output_scale", has_scale ? &*output_scale : nullptr}},
       expected_device_type);
 
-  // 2. Value tensors.
-  const ScalarType dtype = output.scalar_type();
-  check_dtype(
-      kOp, output, "output",
-      {ScalarType::Float, ScalarType::Half, ScalarType::BFloat16});
+  // 2. Dtypes: the inputs share one of float32/float16/bfloat16; the output
+  // has it too, or is FP8 exactly when output_scale is given.
+  fp8::Format format = fp8::Format::kE4M3FN;
+  if (has_scale) {
+    STD_TORCH_CHECK(
+        fp8::format_of(output.scalar_type(), &format),
+        "merge_attn_states: output must have dtype Float8_e4m3fn or "
+        "Float8_e4m3fnuz when output_scale is given, got ",
+        scalar_type_name(output.scalar_type()));
+    check_dtype(
+        kOp, prefix_output, "prefix_output",
+        {ScalarType::Float, ScalarType::Half, ScalarType::BFloat16});
+    check_same_dtype(kOp, suffix_output, "suffix_output", prefix_output, "prefix_output");
+    check_dtype(kOp, *output_scale, "output_scale", {ScalarType::Float});
+    STD_TORCH_CHECK(
+        output_scale->numel() == 1,
+        "merge_attn_states: output_scale must have one element, got shape ",
+        shape_str(*output_scale));
+  } else {
+    fp8::Format unused;
+    STD_TORCH_CHECK(
+        !fp8::format_of(output.scalar_type(), &unused),
+        "merge_attn_states: output has dtype ",
+        scalar_type_name(output.scalar_type()),
+        ", which needs output_scale (an FP8 output holds merged / scale)");
+    check_dtype(
+        kOp, output, "output",
+        {ScalarType::Float, ScalarType::Half, ScalarType::BFloat16});
+    check_same_dtype(kOp, prefix_output, "prefix_output", output, "output");
+    check_same_dtype(kOp, suffix_output, "suffix_output", output, "output");
+  }
+  STD_TORCH_CHECK(
+      !prefill_tokens_with_context.has_value() || *prefill_tokens_with_context >= 0,
+      "merge_attn_states: prefill_tokens_with_context must be >= 0 or None, got ",
+      prefill_tokens_with_context.value_or(0));
+
+  // 3. Shapes and vector rules.
   STD_TORCH_CHECK(
       output.dim() == 3,
       "merge_attn_states: output must be 3-D [num_tokens, num_heads, "
@@ -144,8 +181,9 @@ MergeAttnStatesDims check_merge_attn_states_inputs(
       output.dim(),
       "-D tensor of shape ",
       shape_str(output));
-  const int64_t elem_size = static_cast<int64_t>(output.element_size());
-  const int64_t vec_elems = vec_bytes >= elem_size ? vec_bytes / elem_size : 1;
+  const ScalarType in_dtype = prefix_output.scalar_type();
+  const int64_t in_elem_size = static_cast<int64_t>(prefix_output.element_size());
+  const int64_t vec_elems = vec_bytes >= in_elem_size ? vec_bytes / in_elem_size : 1;
   const int64_t num_tokens = output.size(0);
   const int64_t num_heads = output.size(1);
   const int64_t head_size = output.size(2);
@@ -156,24 +194,25 @@ MergeAttnStatesDims check_merge_attn_states_inputs(
       ") must be a positive multiple of ",
       vec_elems,
       " for ",
-      scalar_type_name(dtype),
+      scalar_type_name(in_dtype),
       " (",
       vec_bytes,
       "-byte vectors)");
-  check_value_tensor(output, "output", output, vec_elems, vec_bytes);
-  check_value_tensor(
-      prefix_output, "prefix_output", output, vec_elems, vec_bytes);
-  check_value_tensor(
-      suffix_output, "suffix_output", output, vec_elems, vec_bytes);
+  check_value_tensor(output, "output", output, vec_elems);
+  check_value_tensor(prefix_output, "prefix_output", output, vec_elems);
+  check_value_tensor(suffix_output, "suffix_output", output, vec_elems);
 
-  // 3. LSE tensors.
+  // 4. LSE tensors.
   check_lse_tensor(prefix_lse, "prefix_lse", num_heads, num_tokens);
   check_lse_tensor(suffix_lse, "suffix_lse", num_heads, num_tokens);
   if (has_output_lse) {
     check_lse_tensor(*output_lse, "output_lse", num_heads, num_tokens);
   }
 
-  return MergeAttnStatesDims{num_tokens, num_heads, head_size};
+  const int64_t merge_tokens = prefill_tokens_with_context.has_value()
+      ? std::min(*prefill_tokens_with_context, num_tokens)
+      : num_tokens;
+  return MergeAttnStatesDims{num_tokens, num_heads, head_size, merge_tokens, has_scale, format};
 }
 
 } // namespace stableops

@@ -10,17 +10,22 @@
 // and value.
 //
 // Contract enforced here (identical on every backend):
-//   * output, prefix_output, suffix_output:
-//       - 3-D [num_tokens, num_heads, head_size], all the same shape;
-//       - one dtype for all three, one of float32, float16, bfloat16;
-//       - last dim contiguous (stride(2) == 1); strides of dims 0 and 1 are
-//         free but must be multiples of the vector width (below), and the data
-//         pointer must be aligned to vec_bytes;
-//       - head_size > 0 and a multiple of vec_bytes / element_size, i.e. with
-//         the default 16-byte (128-bit) vectors: a multiple of 4 for float32
-//         and of 8 for float16/bfloat16.
+//   * prefix_output, suffix_output: 3-D [num_tokens, num_heads, head_size],
+//     one dtype among float32, float16, bfloat16 (the input dtype); output
+//     the same shape, of the input dtype, or FP8 (float8_e4m3fn or
+//     float8_e4m3fnuz) exactly when output_scale is given;
+//   * last dim contiguous (stride(2) == 1); strides of dims 0 and 1 are free
+//     but must be multiples of the vector width (below), and data pointers
+//     aligned to the vector width in bytes;
+//   * head_size > 0 and a multiple of vec_bytes / input element size, i.e.
+//     with the default 16-byte (128-bit) vectors: a multiple of 4 for
+//     float32 and of 8 for float16/bfloat16;
 //   * prefix_lse, suffix_lse, output_lse (optional): float32,
-//     [num_heads, num_tokens], any strides.
+//     [num_heads, num_tokens], any strides;
+//   * prefill_tokens_with_context (optional): >= 0; tokens at index >= it
+//     take the suffix unchanged (a value above num_tokens merges every
+//     token, as None does);
+//   * output_scale (optional): float32, one element;
 //   * all tensors on the same device, whose type is the kernel's device type.
 #pragma once
 
@@ -31,6 +36,8 @@
 #include <torch/headeronly/core/DeviceType.h>
 #include <torch/headeronly/core/ScalarType.h>
 
+#include "csrc/core/fp8.h"
+
 namespace stableops {
 
 // Bytes per vector memory access of the merge_attn_states kernels (128 bit).
@@ -40,6 +47,11 @@ struct MergeAttnStatesDims {
   int64_t num_tokens;
   int64_t num_heads;
   int64_t head_size;
+  // Tokens [0, merge_tokens) merge; the rest take the suffix unchanged.
+  int64_t merge_tokens;
+  // With output_scale: the output's FP8 format.
+  bool fp8_output;
+  fp8::Format fp8_format;
 };
 
 // Validates every argument of merge_attn_states (see the contract above) and
@@ -52,6 +64,8 @@ MergeAttnStatesDims check_merge_attn_states_inputs(
     const torch::stable::Tensor& prefix_lse,
     const torch::stable::Tensor& suffix_output,
     const torch::stable::Tensor& suffix_lse,
+    std::optional<int64_t> prefill_tokens_with_context,
+    const std::optional<torch::stable::Tensor>& output_scale,
     torch::headeronly::DeviceType expected_device_type,
     int64_t vec_bytes = kMergeAttnStatesVecBytes);
 

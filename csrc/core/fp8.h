@@ -13,9 +13,12 @@
 // (NaN before, the largest finite value since), but a clamped value is never
 // out of range, and both versions turn NaN into the format's NaN.
 //
-// from_float_exact() is torch's own conversion (the header-only
-// torch::headeronly::Float8_e4m3fn / Float8_e4m3fnuz constructors): exact on
-// every backend. On the device, from_float2() uses the hardware conversion
+// encode() is the exact conversion of a clamped value, written branch-free
+// so CPU loops using it vectorise (and always inlined: clang does not emit
+// out-of-line copies of inline functions called from target_clones
+// functions, which is what torch's own Float8 constructors became there).
+// tests/test_fp8_encoding.py checks it against torch's conversion. On the
+// device, quantize2() uses the hardware conversion
 // where the architecture has one that provably gives the same bits: CUDA
 // sm_89 and newer for e4m3fn (cvt.rn.satfinite.e4m3x2.f32: round to nearest
 // even, saturating, after which only NaN's sign differs from torch, fixed
@@ -26,18 +29,18 @@
 
 #include <cstdint>
 
+#include <cstring>
+
 #include <torch/headeronly/core/ScalarType.h>
-#include <torch/headeronly/util/Float8_e4m3fn.h>
-#include <torch/headeronly/util/Float8_e4m3fnuz.h>
 
 #if defined(__CUDACC__) && !defined(USE_ROCM) && !defined(__HIP_PLATFORM_AMD__)
 #include <cuda_fp8.h>
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
-#define STABLEOPS_HOST_DEVICE __host__ __device__
+#define STABLEOPS_HOST_DEVICE __host__ __device__ __forceinline__
 #else
-#define STABLEOPS_HOST_DEVICE
+#define STABLEOPS_HOST_DEVICE inline __attribute__((always_inline))
 #endif
 
 namespace stableops {
@@ -48,9 +51,16 @@ enum class Format : uint8_t { kE4M3FN, kE4M3FNUZ };
 template <Format F>
 struct Traits;
 
+// kBias: exponent bias. kMinNormal: float32 bits of the smallest normal
+// value. kDenormMagic: float32 bits of 2^(23 + log2(the subnormal step)):
+// adding it rounds a value below kMinNormal to a multiple of the subnormal
+// step (round to nearest even), and the low bits are then the encoding.
 template <>
 struct Traits<Format::kE4M3FN> {
   static constexpr float kMax = 448.0f;
+  static constexpr uint32_t kBias = 7;
+  static constexpr uint32_t kMinNormal = UINT32_C(121) << 23;  // 2^-6
+  static constexpr uint32_t kDenormMagic = UINT32_C(141) << 23;  // 2^14
   static constexpr torch::headeronly::ScalarType kDtype =
       torch::headeronly::ScalarType::Float8_e4m3fn;
 };
@@ -58,6 +68,9 @@ struct Traits<Format::kE4M3FN> {
 template <>
 struct Traits<Format::kE4M3FNUZ> {
   static constexpr float kMax = 240.0f;
+  static constexpr uint32_t kBias = 8;
+  static constexpr uint32_t kMinNormal = UINT32_C(120) << 23;  // 2^-7
+  static constexpr uint32_t kDenormMagic = UINT32_C(140) << 23;  // 2^13
   static constexpr torch::headeronly::ScalarType kDtype =
       torch::headeronly::ScalarType::Float8_e4m3fnuz;
 };
@@ -81,31 +94,59 @@ inline float max_of(Format f) {
 }
 
 // clamp(x, -max, max), keeping NaN (torch.clamp semantics).
-STABLEOPS_HOST_DEVICE inline float clamp(float x, float max) {
+STABLEOPS_HOST_DEVICE float clamp(float x, float max) {
   return x != x ? x : (x > max ? max : (x < -max ? -max : x));
 }
 
-// torch's conversion of a float32 value (exact, any input).
+STABLEOPS_HOST_DEVICE uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+STABLEOPS_HOST_DEVICE float bits_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// The encoding of `x`, which must already be clamped to [-MAX, MAX] or NaN
+// (round to nearest even; the same bits as torch's conversion). Branch-free.
 template <Format F>
-STABLEOPS_HOST_DEVICE inline uint8_t from_float_exact(float x) {
+STABLEOPS_HOST_DEVICE uint8_t encode(float x) {
+  using Tr = Traits<F>;
+  const uint32_t u = float_bits(x);
+  const uint32_t sign = (u >> 24) & 0x80u;
+  const uint32_t a = u & 0x7fffffffu;
+  // Normal: rebias the exponent and round the 20 dropped mantissa bits to
+  // nearest even (add 0x7ffff, plus one when the kept mantissa is odd).
+  const uint32_t normal =
+      (a + ((Tr::kBias - 127u) << 23) + 0x7ffffu + ((a >> 20) & 1u)) >> 20;
+  // Subnormal: the float addition rounds to a multiple of the step.
+  const uint32_t subnormal =
+      float_bits(bits_float(a) + bits_float(Tr::kDenormMagic)) - Tr::kDenormMagic;
+  uint32_t r = a < Tr::kMinNormal ? subnormal : normal;
+  const bool is_nan = a > 0x7f800000u;
   if constexpr (F == Format::kE4M3FN) {
-    return torch::headeronly::Float8_e4m3fn(x).x;
+    r = (is_nan ? 0x7fu : r) | sign;
   } else {
-    return torch::headeronly::Float8_e4m3fnuz(x).x;
+    // No negative zero; NaN is 0x80 whatever the sign.
+    r = is_nan ? 0x80u : (r == 0u ? 0u : (r | sign));
   }
+  return static_cast<uint8_t>(r);
 }
 
 // Quantises one value: the bits of clamp(x, -MAX, MAX) in format F.
 template <Format F>
-STABLEOPS_HOST_DEVICE inline uint8_t quantize(float x) {
-  return from_float_exact<F>(clamp(x, Traits<F>::kMax));
+STABLEOPS_HOST_DEVICE uint8_t quantize(float x) {
+  return encode<F>(clamp(x, Traits<F>::kMax));
 }
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 // Quantises two values into two bytes (a at the low address), with the
 // hardware conversion where it matches torch (see the file comment).
 template <Format F>
-__device__ inline uint16_t quantize2(float a, float b) {
+__device__ __forceinline__ uint16_t quantize2(float a, float b) {
   a = clamp(a, Traits<F>::kMax);
   b = clamp(b, Traits<F>::kMax);
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890) && \
@@ -114,13 +155,12 @@ __device__ inline uint16_t quantize2(float a, float b) {
     uint16_t bits = static_cast<uint16_t>(
         __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3));
     // The instruction's NaN is 0x7f whatever the sign; torch keeps the sign.
-    if (a != a) bits = (bits & 0xff00u) | from_float_exact<F>(a);
-    if (b != b) bits = (bits & 0x00ffu) | (from_float_exact<F>(b) << 8);
+    if (a != a) bits = (bits & 0xff00u) | encode<F>(a);
+    if (b != b) bits = (bits & 0x00ffu) | (encode<F>(b) << 8);
     return bits;
   }
 #endif
-  return static_cast<uint16_t>(
-      from_float_exact<F>(a) | (from_float_exact<F>(b) << 8));
+  return static_cast<uint16_t>(encode<F>(a) | (encode<F>(b) << 8));
 }
 #endif
 

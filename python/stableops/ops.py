@@ -20,24 +20,42 @@ def merge_attn_states(
     prefix_lse: torch.Tensor,
     suffix_output: torch.Tensor,
     suffix_lse: torch.Tensor,
+    prefill_tokens_with_context: int | None = None,
+    output_scale: torch.Tensor | None = None,
 ) -> None:
     """Merge two partial attention results by their log-sum-exp (in place).
 
     Args:
-        output: ``[num_tokens, num_heads, head_size]`` result, written in place.
+        output: ``[num_tokens, num_heads, head_size]`` result, written in place:
+            of the inputs' dtype, or ``torch.float8_e4m3fn`` /
+            ``torch.float8_e4m3fnuz`` with ``output_scale``.
         output_lse: optional float32 ``[num_heads, num_tokens]``, written in
             place with the merged LSE.
         prefix_output / suffix_output: the partial results, same shape and
-            dtype (float32, float16 or bfloat16) as ``output``.
+            dtype (float32, float16 or bfloat16).
         prefix_lse / suffix_lse: float32 ``[num_heads, num_tokens]`` natural-log
             LSEs, any strides. ``+inf`` counts as ``-inf``; where both are
             ``-inf`` the prefix is passed through and the LSE is ``-inf``.
+        prefill_tokens_with_context: tokens at index >= this have no prefix:
+            they take the suffix output and LSE unchanged (None: every token
+            merges; a value above num_tokens too).
+        output_scale: one float32 element; ``output`` then holds
+            ``fp8(clamp(merged / output_scale, -MAX, MAX))``, MAX 448 for
+            e4m3fn and 240 for e4m3fnuz, bit-exact with torch's conversion.
 
     Value tensors must be contiguous in the last dim with ``head_size`` a
-    multiple of 16 bytes (4 float32 or 8 float16/bfloat16 elements).
+    multiple of 16 bytes of the input dtype (4 float32 or 8 float16/bfloat16
+    elements).
     """
     torch.ops.stableops.merge_attn_states.default(
-        output, output_lse, prefix_output, prefix_lse, suffix_output, suffix_lse
+        output,
+        output_lse,
+        prefix_output,
+        prefix_lse,
+        suffix_output,
+        suffix_lse,
+        prefill_tokens_with_context,
+        output_scale,
     )
 
 
