@@ -101,3 +101,32 @@ def cpu_time_ms(fn: Callable[[], Any], repeats: int = 7, min_time_s: float = 0.2
 
 def fmt(v: float | None, width: int, prec: int = 1) -> str:
     return f"{v:>{width}.{prec}f}" if v is not None else f"{'-':>{width}}"
+
+
+def gpu_result(
+    nbytes: float, copy_gbs: float, ours_us: float, eager_us: float | None, compile_us: float | None
+) -> dict[str, Any]:
+    """The derived columns of a GPU result row: our bandwidth, its share of
+    the copy bandwidth, and the speedups over eager and torch.compile."""
+    gbs = nbytes / (ours_us * 1e-6) / 1e9
+    return dict(
+        bytes=nbytes, ours_us=ours_us, eager_us=eager_us, compile_us=compile_us,
+        ours_gbs=gbs, pct_copy=100 * gbs / copy_gbs,
+        speedup_vs_compile=(compile_us / ours_us) if compile_us else None,
+        speedup_vs_eager=(eager_us / ours_us) if eager_us else None,
+    )  # fmt: skip
+
+
+def print_gpu_summary(rows: Sequence[dict[str, Any]]) -> None:
+    """The targets of docs/PERFORMANCE.md over rows of gpu_result() (with a
+    "T" key): % of copy bandwidth at >= 100 MB, time at T=1, speedup over
+    torch.compile."""
+    big = [r for r in rows if r["bytes"] >= 100e6]
+    if big:
+        print(f"\nmin % of copy bandwidth at >= 100 MB: {min(r['pct_copy'] for r in big):.1f}%")
+    t1 = [r for r in rows if r["T"] == 1]
+    if t1:
+        print(f"max time at T=1: {max(r['ours_us'] for r in t1):.2f} us")
+    comp = [r["speedup_vs_compile"] for r in rows if r["speedup_vs_compile"]]
+    if comp:
+        print(f"min speedup vs torch.compile: {min(comp):.2f}x")

@@ -91,4 +91,67 @@ int64_t get_device_attribute(int64_t attribute, int64_t device_id);
 //     int device_id) -> int  (CompositeExplicitAutograd)
 int64_t get_max_shared_memory_per_block_device_attribute(int64_t device_id);
 
+// ---------------------------------------------------------------------------
+// RMSNorm family (csrc/norm/)
+//
+// stableops::rms_norm(Tensor! result, Tensor input, Tensor weight,
+//     float epsilon) -> ()
+// stableops::fused_add_rms_norm(Tensor! input, Tensor! residual,
+//     Tensor weight, float epsilon) -> ()
+// stableops::rms_norm_weightless(Tensor! result, Tensor input,
+//     float epsilon) -> ()
+// stableops::fused_add_rms_norm_weightless(Tensor! input, Tensor! residual,
+//     float epsilon) -> ()
+//
+// Rows of [..., hidden_size] float32/float16/bfloat16 tensors (one dtype per
+// call; the last dim contiguous; leading dims of one row stride each, e.g. a
+// row slice of a fused QKV tensor), statistics in float32:
+//   rms_norm:  result = round(round(x * rsqrt(mean(x^2) + epsilon)) * weight)
+//   fused_add_rms_norm: residual = round(input + residual), then
+//              input = rms_norm(residual) in place
+// where round() converts to the dtype (vLLM / HF rounding) and weight is 1-D
+// [hidden_size]; the weightless variants use weight 1. Validation is shared
+// by every backend and the fake: see csrc/norm/rms_norm_check.h.
+// ---------------------------------------------------------------------------
+
+// CPU kernels (csrc/norm/rms_norm_cpu.cpp).
+void rms_norm_cpu(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    const torch::stable::Tensor& weight,
+    double epsilon);
+void fused_add_rms_norm_cpu(
+    torch::stable::Tensor& input,
+    torch::stable::Tensor& residual,
+    const torch::stable::Tensor& weight,
+    double epsilon);
+void rms_norm_weightless_cpu(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    double epsilon);
+void fused_add_rms_norm_weightless_cpu(
+    torch::stable::Tensor& input,
+    torch::stable::Tensor& residual,
+    double epsilon);
+
+// CUDA/ROCm kernels (csrc/norm/rms_norm.cu, GPU builds only).
+void rms_norm_cuda(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    const torch::stable::Tensor& weight,
+    double epsilon);
+void fused_add_rms_norm_cuda(
+    torch::stable::Tensor& input,
+    torch::stable::Tensor& residual,
+    const torch::stable::Tensor& weight,
+    double epsilon);
+void rms_norm_weightless_cuda(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    double epsilon);
+void fused_add_rms_norm_weightless_cuda(
+    torch::stable::Tensor& input,
+    torch::stable::Tensor& residual,
+    double epsilon);
+
 } // namespace stableops

@@ -23,6 +23,17 @@ STABLE_TORCH_LIBRARY_FRAGMENT(stableops, m) {
 #ifdef STABLEOPS_WITH_GPU
   m.def("get_cuda_view_from_cpu_tensor(Tensor cpu_tensor) -> Tensor");
 #endif
+  // RMSNorm family (csrc/norm/).
+  m.def(
+      "rms_norm(Tensor! result, Tensor input, Tensor weight, float epsilon) "
+      "-> ()");
+  m.def(
+      "fused_add_rms_norm(Tensor! input, Tensor! residual, Tensor weight, "
+      "float epsilon) -> ()");
+  m.def("rms_norm_weightless(Tensor! result, Tensor input, float epsilon) -> ()");
+  m.def(
+      "fused_add_rms_norm_weightless(Tensor! input, Tensor! residual, "
+      "float epsilon) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(stableops, CPU, m) {
@@ -33,12 +44,26 @@ STABLE_TORCH_LIBRARY_IMPL(stableops, CPU, m) {
       "get_cuda_view_from_cpu_tensor",
       TORCH_BOX(&stableops::get_cuda_view_from_cpu_tensor));
 #endif
+  // RMSNorm family (csrc/norm/).
+  m.impl("rms_norm", TORCH_BOX(&stableops::rms_norm_cpu));
+  m.impl("fused_add_rms_norm", TORCH_BOX(&stableops::fused_add_rms_norm_cpu));
+  m.impl("rms_norm_weightless", TORCH_BOX(&stableops::rms_norm_weightless_cpu));
+  m.impl(
+      "fused_add_rms_norm_weightless",
+      TORCH_BOX(&stableops::fused_add_rms_norm_weightless_cpu));
 }
 
 #ifdef STABLEOPS_WITH_GPU
 // ROCm builds register under CUDA too (HIP tensors use the CUDA dispatch key).
 STABLE_TORCH_LIBRARY_IMPL(stableops, CUDA, m) {
   m.impl("merge_attn_states", TORCH_BOX(&stableops::merge_attn_states_cuda));
+  // RMSNorm family (csrc/norm/).
+  m.impl("rms_norm", TORCH_BOX(&stableops::rms_norm_cuda));
+  m.impl("fused_add_rms_norm", TORCH_BOX(&stableops::fused_add_rms_norm_cuda));
+  m.impl("rms_norm_weightless", TORCH_BOX(&stableops::rms_norm_weightless_cuda));
+  m.impl(
+      "fused_add_rms_norm_weightless",
+      TORCH_BOX(&stableops::fused_add_rms_norm_weightless_cuda));
 }
 
 STABLE_TORCH_LIBRARY_FRAGMENT(stableops_cuda_utils, m) {

@@ -33,3 +33,43 @@ def merge_attn_states(
         prefill_tokens_with_context, output_scale,
     )
     return output, output_lse
+
+
+# ---------------------------------------------------------------------------
+# RMSNorm family: outputs are fresh contiguous tensors; inputs are untouched.
+__all__ += ["rms_norm", "fused_add_rms_norm", "rms_norm_weightless", "fused_add_rms_norm_weightless"]
+
+
+def rms_norm(input: torch.Tensor, weight: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """RMSNorm of the last dim of ``input`` (see :func:`stableops.ops.rms_norm`)."""
+    result = torch.empty(input.shape, dtype=input.dtype, device=input.device)
+    ops.rms_norm(result, input, weight, epsilon)
+    return result
+
+
+def fused_add_rms_norm(
+    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, epsilon: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(rms_norm(input + residual), input + residual)``, each rounded to the
+    dtype as :func:`stableops.ops.fused_add_rms_norm` does."""
+    out = input.clone(memory_format=torch.contiguous_format)
+    new_residual = residual.clone(memory_format=torch.contiguous_format)
+    ops.fused_add_rms_norm(out, new_residual, weight, epsilon)
+    return out, new_residual
+
+
+def rms_norm_weightless(input: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """:func:`rms_norm` with a weight of ones."""
+    result = torch.empty(input.shape, dtype=input.dtype, device=input.device)
+    ops.rms_norm_weightless(result, input, epsilon)
+    return result
+
+
+def fused_add_rms_norm_weightless(
+    input: torch.Tensor, residual: torch.Tensor, epsilon: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`fused_add_rms_norm` with a weight of ones."""
+    out = input.clone(memory_format=torch.contiguous_format)
+    new_residual = residual.clone(memory_format=torch.contiguous_format)
+    ops.fused_add_rms_norm_weightless(out, new_residual, epsilon)
+    return out, new_residual

@@ -93,3 +93,42 @@ if has_op("stableops_cuda_utils", "get_max_shared_memory_per_block_device_attrib
                 device_id
             )
         )
+
+
+# RMSNorm family (csrc/norm/). Rows of ``[..., hidden_size]`` float32 /
+# float16 / bfloat16 tensors, one dtype per call, statistics in float32; the
+# last dim contiguous, the leading dims of each tensor viewable as rows of
+# one stride (a row slice of a wider tensor, e.g. a fused QKV projection, is
+# fine). Odd hidden sizes and unaligned rows work (a slower path).
+__all__ += ["rms_norm", "fused_add_rms_norm", "rms_norm_weightless", "fused_add_rms_norm_weightless"]
+
+
+def rms_norm(result: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, epsilon: float) -> None:
+    """RMSNorm into ``result`` (in place).
+
+    ``result = round(round(input * rsqrt(mean(input**2, -1) + epsilon)) * weight)``
+    where ``round`` converts to the dtype (vLLM / Hugging Face rounding).
+    ``result`` has the shape of ``input`` (its own row stride; rows must not
+    overlap); ``weight`` is 1-D ``[hidden_size]``; ``epsilon`` finite, >= 0.
+    """
+    torch.ops.stableops.rms_norm.default(result, input, weight, epsilon)
+
+
+def fused_add_rms_norm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, epsilon: float) -> None:
+    """Residual add then RMSNorm, both in place.
+
+    ``residual = round(input + residual)``, then ``input = rms_norm(residual)``
+    (statistics of the stored, rounded sum). ``input`` and ``residual`` have
+    one shape (each its own row stride); ``weight`` is 1-D ``[hidden_size]``.
+    """
+    torch.ops.stableops.fused_add_rms_norm.default(input, residual, weight, epsilon)
+
+
+def rms_norm_weightless(result: torch.Tensor, input: torch.Tensor, epsilon: float) -> None:
+    """:func:`rms_norm` with a weight of ones (weight folded into the next layer)."""
+    torch.ops.stableops.rms_norm_weightless.default(result, input, epsilon)
+
+
+def fused_add_rms_norm_weightless(input: torch.Tensor, residual: torch.Tensor, epsilon: float) -> None:
+    """:func:`fused_add_rms_norm` with a weight of ones."""
+    torch.ops.stableops.fused_add_rms_norm_weightless.default(input, residual, epsilon)
