@@ -135,7 +135,19 @@ def _real_int_query(qualname: str) -> Callable[..., int]:
 
 
 #: Every mutating operator of the library: its fake validates through the CPU kernel.
-VALIDATED_BY_KERNEL: tuple[str, ...] = ("stableops::merge_attn_states",)
+VALIDATED_BY_KERNEL: tuple[str, ...] = (
+    "stableops::merge_attn_states",
+    "stableops::silu_and_mul",
+    "stableops::mul_and_silu",
+    "stableops::silu_and_mul_with_clamp",
+    "stableops::gelu_and_mul",
+    "stableops::gelu_tanh_and_mul",
+    "stableops::fatrelu_and_mul",
+    "stableops::swigluoai_and_mul",
+    "stableops::gelu_new",
+    "stableops::gelu_fast",
+    "stableops::gelu_quick",
+)
 
 #: Operators whose fake is written out here.
 _SPECIAL: dict[str, Callable[[str], Callable[..., Any]]] = {
