@@ -5,8 +5,7 @@
 // Design (memory-bound: 3 * T * d elements move for a gated op, 2 * T * d
 // for an elementwise one):
 //   * ONE templated kernel for every op, dtype and memory layout; the op is a
-//     functor (float32 math: expf, erfcf and __fdividef of the device math
-//     library).
+//     functor (float32 math: expf, erfcf and IEEE division).
 //   * Vector path: a thread moves 16-byte packs (gpu::Pack: 4 fp32 or 8
 //     fp16/bf16): for each of its U output packs it issues the loads of both
 //     input packs before any math (U = 2 for gated ops: 4 loads of 16 bytes
@@ -19,9 +18,11 @@
 //     threads along a row times by = 256 / bx rows, bx the smallest power of
 //     two that covers the row's packs in U steps (at most 256), so short rows
 //     share a block. grid.x covers the rows, grid.y the chunks of bx * U
-//     packs of a row (a loop when there are more than 65535), so a few long
-//     rows still spread over every SM. No shared memory, no reduction, no
-//     synchronisation: warp/wavefront size does not matter.
+//     packs of a row (a loop when there are more than 65535). When a few long
+//     rows would give fewer than 264 blocks, blocks narrow to 128 or 64
+//     threads, so a handful of tokens still spreads over the SMs. No shared
+//     memory, no reduction, no synchronisation: warp/wavefront size does not
+//     matter.
 //   * 64-bit element offsets (T * d may exceed 2^31).
 //   * One launch on the current stream of the tensors' device, no allocation,
 //     no host synchronisation: CUDA-graph capturable.
@@ -54,9 +55,10 @@ struct GpuMath {
   static __device__ __forceinline__ float erfc(float x) {
     return erfcf(x);
   }
-  // 2 ulp; 0 when |b| > 2^126, where a / b is below float32's normal range.
+  // IEEE division: __fdividef returns 0 for |b| > 2^126, which turns
+  // silu(-88) * inf (-inf) into 0 * inf (NaN).
   static __device__ __forceinline__ float div(float a, float b) {
-    return __fdividef(a, b);
+    return a / b;
   }
 };
 
@@ -64,6 +66,8 @@ constexpr int kBlockThreads = 256;
 // Residency asked of ptxas (caps registers at 64 per thread): 4 blocks of
 // 256 threads, 1024 threads per SM, each with 64 bytes of loads in flight.
 constexpr int kMinBlocksPerSm = 4;
+// Blocks a launch aims for at least (2 per SM of an H100/H200's 132).
+constexpr int64_t kMinGridBlocks = 264;
 
 // Scalar element <-> float32.
 __device__ __forceinline__ float to_float(float v) {
@@ -241,12 +245,21 @@ void launch(const Op& op, const ActivationDims& dims, const Tensor& out,
        (dims.in_stride % kPack == 0 && dims.out_stride % kPack == 0));
   p.vecs = vector ? dims.d / kPack : dims.d;
 
+  // bx: the smallest power of two covering a row in U steps, at most 256;
+  // by: rows per block, 256 threads in all.
   int64_t bx = 1;
   while (bx < kBlockThreads && bx * U < p.vecs) bx *= 2;
   const int64_t by = kBlockThreads / bx;
   const int64_t row_blocks = (dims.rows + by - 1) / by;
   STD_TORCH_CHECK(row_blocks <= INT32_MAX, Op::kInfo.name, ": ", dims.rows,
                   " rows exceed the kernel's grid");
+  // A few long rows (by == 1): narrower blocks (down to 64 threads, one AMD
+  // wavefront) until there are blocks for every SM, so a handful of tokens
+  // does not leave most SMs idle.
+  while (by == 1 && bx > 64 &&
+         row_blocks * ((p.vecs + bx * U - 1) / (bx * U)) < kMinGridBlocks) {
+    bx /= 2;
+  }
   const int64_t chunks = (p.vecs + bx * U - 1) / (bx * U);
   const dim3 grid(static_cast<uint32_t>(row_blocks),
                   static_cast<uint32_t>(chunks < 65535 ? chunks : 65535));
