@@ -153,5 +153,82 @@ void fused_add_rms_norm_weightless_cuda(
     torch::stable::Tensor& input,
     torch::stable::Tensor& residual,
     double epsilon);
+// Activations (csrc/activation/: activation_functors.h defines the ops,
+// activation_check.h the contract every backend and the fake validate).
+//
+// stableops::silu_and_mul(Tensor! result, Tensor input) -> ()
+// stableops::mul_and_silu(Tensor! out, Tensor input) -> ()
+// stableops::silu_and_mul_with_clamp(Tensor! result, Tensor input,
+//     float limit) -> ()
+// stableops::gelu_and_mul(Tensor! out, Tensor input) -> ()
+// stableops::gelu_tanh_and_mul(Tensor! out, Tensor input) -> ()
+// stableops::fatrelu_and_mul(Tensor! out, Tensor input, float threshold) -> ()
+// stableops::swigluoai_and_mul(Tensor! out, Tensor input, float alpha=1.702,
+//     float limit=7.0) -> ()
+// stableops::gelu_new(Tensor! out, Tensor input) -> ()
+// stableops::gelu_fast(Tensor! out, Tensor input) -> ()
+// stableops::gelu_quick(Tensor! out, Tensor input) -> ()
+//
+// float32/float16/bfloat16 (out and input alike), last dim contiguous, any
+// leading shape whose rows have one stride; math in float32. Gated ops take
+// input [..., 2d] and write out [..., d]:
+//   silu_and_mul             silu(x1) * x2        (x1 = x[..., :d], x2 = x[..., d:])
+//   mul_and_silu             x1 * silu(x2)
+//   silu_and_mul_with_clamp  silu(min(x1, limit)) * clamp(x2, -limit, limit)
+//   gelu_and_mul             gelu(x1) * x2        (exact, erf)
+//   gelu_tanh_and_mul        gelu_tanh(x1) * x2
+//   fatrelu_and_mul          (x1 if x1 > threshold else 0) * x2
+//   swigluoai_and_mul        g = min(x[..., 0::2], limit),
+//                            u = clamp(x[..., 1::2], -limit, limit),
+//                            (u + 1) * g * sigmoid(alpha * g)
+// Elementwise ops write out of input's shape:
+//   gelu_new   0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
+//   gelu_fast  0.5x(1 + tanh(0.7978845608x(1 + 0.044715x^2)))
+//   gelu_quick x * sigmoid(1.702x)
+// ---------------------------------------------------------------------------
+
+// CPU kernels (csrc/activation/activation_cpu.cpp).
+void silu_and_mul_cpu(torch::stable::Tensor& result, const torch::stable::Tensor& input);
+void mul_and_silu_cpu(torch::stable::Tensor& out, const torch::stable::Tensor& input);
+void silu_and_mul_with_clamp_cpu(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    double limit);
+void gelu_and_mul_cpu(torch::stable::Tensor& out, const torch::stable::Tensor& input);
+void gelu_tanh_and_mul_cpu(torch::stable::Tensor& out, const torch::stable::Tensor& input);
+void fatrelu_and_mul_cpu(
+    torch::stable::Tensor& out,
+    const torch::stable::Tensor& input,
+    double threshold);
+void swigluoai_and_mul_cpu(
+    torch::stable::Tensor& out,
+    const torch::stable::Tensor& input,
+    double alpha,
+    double limit);
+void gelu_new_cpu(torch::stable::Tensor& out, const torch::stable::Tensor& input);
+void gelu_fast_cpu(torch::stable::Tensor& out, const torch::stable::Tensor& input);
+void gelu_quick_cpu(torch::stable::Tensor& out, const torch::stable::Tensor& input);
+
+// CUDA/ROCm kernels (csrc/activation/activation.cu, GPU builds only).
+void silu_and_mul_cuda(torch::stable::Tensor& result, const torch::stable::Tensor& input);
+void mul_and_silu_cuda(torch::stable::Tensor& out, const torch::stable::Tensor& input);
+void silu_and_mul_with_clamp_cuda(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    double limit);
+void gelu_and_mul_cuda(torch::stable::Tensor& out, const torch::stable::Tensor& input);
+void gelu_tanh_and_mul_cuda(torch::stable::Tensor& out, const torch::stable::Tensor& input);
+void fatrelu_and_mul_cuda(
+    torch::stable::Tensor& out,
+    const torch::stable::Tensor& input,
+    double threshold);
+void swigluoai_and_mul_cuda(
+    torch::stable::Tensor& out,
+    const torch::stable::Tensor& input,
+    double alpha,
+    double limit);
+void gelu_new_cuda(torch::stable::Tensor& out, const torch::stable::Tensor& input);
+void gelu_fast_cuda(torch::stable::Tensor& out, const torch::stable::Tensor& input);
+void gelu_quick_cuda(torch::stable::Tensor& out, const torch::stable::Tensor& input);
 
 } // namespace stableops

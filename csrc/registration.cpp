@@ -34,6 +34,17 @@ STABLE_TORCH_LIBRARY_FRAGMENT(stableops, m) {
   m.def(
       "fused_add_rms_norm_weightless(Tensor! input, Tensor! residual, "
       "float epsilon) -> ()");
+  // Activations (csrc/activation/).
+  m.def("silu_and_mul(Tensor! result, Tensor input) -> ()");
+  m.def("mul_and_silu(Tensor! out, Tensor input) -> ()");
+  m.def("silu_and_mul_with_clamp(Tensor! result, Tensor input, float limit) -> ()");
+  m.def("gelu_and_mul(Tensor! out, Tensor input) -> ()");
+  m.def("gelu_tanh_and_mul(Tensor! out, Tensor input) -> ()");
+  m.def("fatrelu_and_mul(Tensor! out, Tensor input, float threshold) -> ()");
+  m.def("swigluoai_and_mul(Tensor! out, Tensor input, float alpha=1.702, float limit=7.0) -> ()");
+  m.def("gelu_new(Tensor! out, Tensor input) -> ()");
+  m.def("gelu_fast(Tensor! out, Tensor input) -> ()");
+  m.def("gelu_quick(Tensor! out, Tensor input) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(stableops, CPU, m) {
@@ -51,6 +62,17 @@ STABLE_TORCH_LIBRARY_IMPL(stableops, CPU, m) {
   m.impl(
       "fused_add_rms_norm_weightless",
       TORCH_BOX(&stableops::fused_add_rms_norm_weightless_cpu));
+  // Activations.
+  m.impl("silu_and_mul", TORCH_BOX(&stableops::silu_and_mul_cpu));
+  m.impl("mul_and_silu", TORCH_BOX(&stableops::mul_and_silu_cpu));
+  m.impl("silu_and_mul_with_clamp", TORCH_BOX(&stableops::silu_and_mul_with_clamp_cpu));
+  m.impl("gelu_and_mul", TORCH_BOX(&stableops::gelu_and_mul_cpu));
+  m.impl("gelu_tanh_and_mul", TORCH_BOX(&stableops::gelu_tanh_and_mul_cpu));
+  m.impl("fatrelu_and_mul", TORCH_BOX(&stableops::fatrelu_and_mul_cpu));
+  m.impl("swigluoai_and_mul", TORCH_BOX(&stableops::swigluoai_and_mul_cpu));
+  m.impl("gelu_new", TORCH_BOX(&stableops::gelu_new_cpu));
+  m.impl("gelu_fast", TORCH_BOX(&stableops::gelu_fast_cpu));
+  m.impl("gelu_quick", TORCH_BOX(&stableops::gelu_quick_cpu));
 }
 
 #ifdef STABLEOPS_WITH_GPU
@@ -64,6 +86,17 @@ STABLE_TORCH_LIBRARY_IMPL(stableops, CUDA, m) {
   m.impl(
       "fused_add_rms_norm_weightless",
       TORCH_BOX(&stableops::fused_add_rms_norm_weightless_cuda));
+  // Activations.
+  m.impl("silu_and_mul", TORCH_BOX(&stableops::silu_and_mul_cuda));
+  m.impl("mul_and_silu", TORCH_BOX(&stableops::mul_and_silu_cuda));
+  m.impl("silu_and_mul_with_clamp", TORCH_BOX(&stableops::silu_and_mul_with_clamp_cuda));
+  m.impl("gelu_and_mul", TORCH_BOX(&stableops::gelu_and_mul_cuda));
+  m.impl("gelu_tanh_and_mul", TORCH_BOX(&stableops::gelu_tanh_and_mul_cuda));
+  m.impl("fatrelu_and_mul", TORCH_BOX(&stableops::fatrelu_and_mul_cuda));
+  m.impl("swigluoai_and_mul", TORCH_BOX(&stableops::swigluoai_and_mul_cuda));
+  m.impl("gelu_new", TORCH_BOX(&stableops::gelu_new_cuda));
+  m.impl("gelu_fast", TORCH_BOX(&stableops::gelu_fast_cuda));
+  m.impl("gelu_quick", TORCH_BOX(&stableops::gelu_quick_cuda));
 }
 
 STABLE_TORCH_LIBRARY_FRAGMENT(stableops_cuda_utils, m) {

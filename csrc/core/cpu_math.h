@@ -189,5 +189,116 @@ inline double log_no_libm(double x) {
   return 2.0 * sum + static_cast<double>(e) * kLn2;
 }
 
+// ---------------------------------------------------------------------------
+// float32 exp / erf / erfc without libm, branch free so that loops calling
+// them auto-vectorise (plain scalar code: integer bit tricks and selects, no
+// fma, so the AVX2 clone and the baseline give the same bits). Accuracy
+// against float64 (tests/cpu_math_test.cpp, every 97th float32 of the whole
+// range, subnormal results included): see the bounds there. NaN propagates;
+// exp_f32(+inf) = +inf, exp_f32(-inf) = 0, erf_f32(+-inf) = +-1,
+// erfc_f32(+inf) = 0, erfc_f32(-inf) = 2.
+// ---------------------------------------------------------------------------
+
+// Selects that keep a NaN x (the comparison is false for NaN).
+STABLEOPS_ALWAYS_INLINE float min_keep_nan(float x, float hi) {
+  return x > hi ? hi : x;
+}
+STABLEOPS_ALWAYS_INLINE float max_keep_nan(float x, float lo) {
+  return x < lo ? lo : x;
+}
+
+// e^(hi + lo) for |lo| <= 0.1, lo a correction term that hi's rounding would
+// lose. Cody-Waite reduction hi + lo = n ln2 + r (|r| <= ln2/2 + |lo|, n
+// rounded with the 1.5 * 2^23 trick), Cephes' degree-7 polynomial for e^r,
+// and 2^n applied in two factors so that results in the subnormal range
+// round once.
+STABLEOPS_ALWAYS_INLINE float exp_f32_hilo(float hi, float lo) {
+  // e^-104 < 2^-150 rounds to 0; e^89 > FLT_MAX overflows to inf.
+  const float xc = min_keep_nan(max_keep_nan(hi, -104.0f), 89.0f);
+  constexpr float kMagic = 12582912.0f; // 1.5 * 2^23
+  const float t = (xc + lo) * 1.44269504088896341f + kMagic;
+  const float n = t - kMagic;
+  const int32_t ni = static_cast<int32_t>(f32_bits(t) - f32_bits(kMagic));
+  float r = xc - n * 0.693359375f; // ln2 high part: exact, n * it too
+  r = r - n * -2.12194440e-4f; // ln2 - 0.693359375
+  r = r + lo;
+  const float z = r * r;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * z + r + 1.0f;
+  // n in [-150, 129]: 2^n = 2^n1 * 2^n2 with both factors normal.
+  const int32_t n1 = ni / 2;
+  const int32_t n2 = ni - n1;
+  const float s1 = bits_f32(static_cast<uint32_t>(n1 + 127) << 23);
+  const float s2 = bits_f32(static_cast<uint32_t>(n2 + 127) << 23);
+  return p * s1 * s2;
+}
+
+// e^x.
+STABLEOPS_ALWAYS_INLINE float exp_f32(float x) {
+  return exp_f32_hilo(x, 0.0f);
+}
+
+// erf(x) = x + x * erf_small(x) for |x| < 0.875 (degree 5 in x^2, fit to
+// erf(x)/x - 1 against float64).
+STABLEOPS_ALWAYS_INLINE float erf_small(float x) {
+  const float x2 = x * x;
+  float s = -6.203601370e-04f;
+  s = s * x2 + 5.032254383e-03f;
+  s = s * x2 - 2.679151855e-02f;
+  s = s * x2 + 1.128245741e-01f;
+  s = s * x2 - 3.761255145e-01f;
+  s = s * x2 + 1.283791512e-01f;
+  return s;
+}
+
+// erfc(x) = e^-t^2 H(v) / (1 + 2t) for t = |x| >= 0.875 (2 - that for x < 0),
+// with v = (t - 2) / (t + 2) in [-1, 1) and H (degree 10) fit to
+// erfc(t) e^(t^2) (1 + 2t) on [0, 11] (a smooth, bounded function: N. Juffa's
+// form). e^-t^2 takes t^2 = th^2 + (t - th)(t + th), th = t to 12
+// significant bits, so th^2 is exact and t^2's rounding (up to 2^-24 * 121
+// relative) never reaches the result. Relative accuracy down to the
+// subnormal range (erfc(10) = 2e-45); erfc(11) < 2^-150 rounds to 0.
+STABLEOPS_ALWAYS_INLINE float erfc_f32(float x) {
+  const float a = bits_f32(f32_bits(x) & 0x7fffffffu);
+  const float t = min_keep_nan(a, 11.0f); // no inf - inf below
+  const float v = (t - 2.0f) / (t + 2.0f);
+  float h = 3.719332017e-05f;
+  h = h * v - 3.430651559e-04f;
+  h = h * v - 1.251803595e-03f;
+  h = h * v + 1.254513511e-03f;
+  h = h * v + 8.631615900e-03f;
+  h = h * v - 8.039208129e-03f;
+  h = h * v - 5.420286581e-02f;
+  h = h * v + 1.640525907e-01f;
+  h = h * v - 1.660315692e-01f;
+  h = h * v - 9.276387841e-02f;
+  h = h * v + 1.276978374e+00f;
+  const float th = bits_f32(f32_bits(t) & 0xfffff000u);
+  const float e = exp_f32_hilo(-(th * th), -((t - th) * (t + th)));
+  const float r = e * h / (1.0f + 2.0f * t);
+  const float tail = bits_f32(
+      blend(select_mask(x < 0.0f), f32_bits(2.0f - r), f32_bits(r)));
+  // |x| < 0.875: 1 - erf(x) from erf's series, more accurate there.
+  const float small = (1.0f - x) - x * erf_small(x);
+  return bits_f32(
+      blend(select_mask(a < 0.875f), f32_bits(small), f32_bits(tail)));
+}
+
+// erf(x): x + x * erf_small(x) below |x| = 0.875 (relative accuracy near 0),
+// sign(x) (1 - erfc(|x|)) above; both are evaluated and one is selected.
+STABLEOPS_ALWAYS_INLINE float erf_f32(float x) {
+  const uint32_t sign = f32_bits(x) & 0x80000000u;
+  const float a = bits_f32(f32_bits(x) & 0x7fffffffu);
+  const float small = x + x * erf_small(x);
+  const float large = bits_f32(f32_bits(1.0f - erfc_f32(a)) | sign);
+  return bits_f32(
+      blend(select_mask(a < 0.875f), f32_bits(small), f32_bits(large)));
+}
+
 } // namespace cpu
 } // namespace stableops

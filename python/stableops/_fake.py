@@ -141,6 +141,16 @@ VALIDATED_BY_KERNEL: tuple[str, ...] = (
     "stableops::fused_add_rms_norm",
     "stableops::rms_norm_weightless",
     "stableops::fused_add_rms_norm_weightless",
+    "stableops::silu_and_mul",
+    "stableops::mul_and_silu",
+    "stableops::silu_and_mul_with_clamp",
+    "stableops::gelu_and_mul",
+    "stableops::gelu_tanh_and_mul",
+    "stableops::fatrelu_and_mul",
+    "stableops::swigluoai_and_mul",
+    "stableops::gelu_new",
+    "stableops::gelu_fast",
+    "stableops::gelu_quick",
 )
 
 #: Operators whose fake is written out here.

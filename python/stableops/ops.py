@@ -132,3 +132,76 @@ def rms_norm_weightless(result: torch.Tensor, input: torch.Tensor, epsilon: floa
 def fused_add_rms_norm_weightless(input: torch.Tensor, residual: torch.Tensor, epsilon: float) -> None:
     """:func:`fused_add_rms_norm` with a weight of ones."""
     torch.ops.stableops.fused_add_rms_norm_weightless.default(input, residual, epsilon)
+# ---------------------------------------------------------------------------
+# Activations. float32/float16/bfloat16 (``out`` and ``input`` alike), last
+# dim contiguous, any leading shape whose rows have one stride (slices are
+# fine); math in float32. The ``*_and_mul`` ops take ``input[..., 2d]`` and
+# write ``out[..., d]``; the others write ``out`` of ``input``'s shape.
+# ---------------------------------------------------------------------------
+__all__ += [
+    "silu_and_mul",
+    "mul_and_silu",
+    "silu_and_mul_with_clamp",
+    "gelu_and_mul",
+    "gelu_tanh_and_mul",
+    "fatrelu_and_mul",
+    "swigluoai_and_mul",
+    "gelu_new",
+    "gelu_fast",
+    "gelu_quick",
+]
+
+
+def silu_and_mul(result: torch.Tensor, input: torch.Tensor) -> None:
+    """``result = silu(input[..., :d]) * input[..., d:]`` (in place)."""
+    torch.ops.stableops.silu_and_mul.default(result, input)
+
+
+def mul_and_silu(out: torch.Tensor, input: torch.Tensor) -> None:
+    """``out = input[..., :d] * silu(input[..., d:])`` (in place)."""
+    torch.ops.stableops.mul_and_silu.default(out, input)
+
+
+def silu_and_mul_with_clamp(result: torch.Tensor, input: torch.Tensor, limit: float) -> None:
+    """``result = silu(min(x1, limit)) * clamp(x2, -limit, limit)`` with
+    ``x1, x2 = input[..., :d], input[..., d:]`` (in place); ``limit >= 0``."""
+    torch.ops.stableops.silu_and_mul_with_clamp.default(result, input, limit)
+
+
+def gelu_and_mul(out: torch.Tensor, input: torch.Tensor) -> None:
+    """``out = gelu(input[..., :d]) * input[..., d:]``, exact (erf) GELU (in place)."""
+    torch.ops.stableops.gelu_and_mul.default(out, input)
+
+
+def gelu_tanh_and_mul(out: torch.Tensor, input: torch.Tensor) -> None:
+    """``out = gelu_tanh(input[..., :d]) * input[..., d:]``, tanh-approximated
+    GELU (in place)."""
+    torch.ops.stableops.gelu_tanh_and_mul.default(out, input)
+
+
+def fatrelu_and_mul(out: torch.Tensor, input: torch.Tensor, threshold: float) -> None:
+    """``out = where(x1 > threshold, x1, 0) * x2`` with
+    ``x1, x2 = input[..., :d], input[..., d:]`` (in place; a NaN ``x1`` gives 0)."""
+    torch.ops.stableops.fatrelu_and_mul.default(out, input, threshold)
+
+
+def swigluoai_and_mul(out: torch.Tensor, input: torch.Tensor, alpha: float = 1.702, limit: float = 7.0) -> None:
+    """gpt-oss SwiGLU (in place), gate and up interleaved in ``input``:
+    ``g = min(input[..., 0::2], limit)``, ``u = clamp(input[..., 1::2], -limit, limit)``,
+    ``out = (u + 1) * g * sigmoid(alpha * g)``; ``limit >= 0``."""
+    torch.ops.stableops.swigluoai_and_mul.default(out, input, alpha, limit)
+
+
+def gelu_new(out: torch.Tensor, input: torch.Tensor) -> None:
+    """``out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (in place)."""
+    torch.ops.stableops.gelu_new.default(out, input)
+
+
+def gelu_fast(out: torch.Tensor, input: torch.Tensor) -> None:
+    """``out = 0.5 x (1 + tanh(0.7978845608 x (1 + 0.044715 x^2)))`` (in place)."""
+    torch.ops.stableops.gelu_fast.default(out, input)
+
+
+def gelu_quick(out: torch.Tensor, input: torch.Tensor) -> None:
+    """``out = x * sigmoid(1.702 x)`` (in place)."""
+    torch.ops.stableops.gelu_quick.default(out, input)

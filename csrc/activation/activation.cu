@@ -1,0 +1,349 @@
+// CUDA/ROCm kernels of the activation ops (one source for both: gpu_compat.h
+// maps the runtime names when compiled as HIP). Contract: activation_check.h,
+// shared with the CPU kernels; the ops: activation_functors.h.
+//
+// Design (memory-bound: 3 * T * d elements move for a gated op, 2 * T * d
+// for an elementwise one):
+//   * ONE templated kernel for every op, dtype and memory layout; the op is a
+//     functor (float32 math: expf, erfcf and IEEE division).
+//   * Vector path: a thread moves 16-byte packs (gpu::Pack: 4 fp32 or 8
+//     fp16/bf16): for each of its U output packs it issues the loads of both
+//     input packs before any math (U = 2 for gated ops: 4 loads of 16 bytes
+//     in flight per thread; U = 4 for elementwise ones), then converts,
+//     computes and stores with 16-byte stores. Taken when the data pointers,
+//     the row strides and d are multiples of the pack; otherwise the scalar
+//     path runs the same code one element at a time (any d, any row stride,
+//     any alignment).
+//   * A block is 256 threads (a multiple of the 64-wide AMD wavefront): bx
+//     threads along a row times by = 256 / bx rows, bx the smallest power of
+//     two that covers the row's packs in U steps (at most 256), so short rows
+//     share a block. grid.x covers the rows, grid.y the chunks of bx * U
+//     packs of a row (a loop when there are more than 65535). When a few long
+//     rows would give fewer than 264 blocks, blocks narrow to 128 or 64
+//     threads, so a handful of tokens still spreads over the SMs. No shared
+//     memory, no reduction, no synchronisation: warp/wavefront size does not
+//     matter.
+//   * 64-bit element offsets (T * d may exceed 2^31).
+//   * One launch on the current stream of the tensors' device, no allocation,
+//     no host synchronisation: CUDA-graph capturable.
+#include <cstdint>
+
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/DeviceType.h>
+#include <torch/headeronly/core/ScalarType.h>
+#include <torch/headeronly/util/Exception.h>
+
+#include "csrc/activation/activation_check.h"
+#include "csrc/activation/activation_functors.h"
+#include "csrc/core/check.h"
+#include "csrc/core/gpu_vec.h"
+#include "csrc/gpu_compat.h"
+#include "csrc/ops.h"
+
+namespace stableops {
+namespace {
+
+using namespace activation;
+using gpu::Pack;
+using torch::stable::Tensor;
+
+struct GpuMath {
+  static __device__ __forceinline__ float exp(float x) {
+    return expf(x);
+  }
+  static __device__ __forceinline__ float erfc(float x) {
+    return erfcf(x);
+  }
+  // IEEE division: __fdividef returns 0 for |b| > 2^126, which turns
+  // silu(-88) * inf (-inf) into 0 * inf (NaN).
+  static __device__ __forceinline__ float div(float a, float b) {
+    return a / b;
+  }
+};
+
+constexpr int kBlockThreads = 256;
+// Residency asked of ptxas (caps registers at 64 per thread): 4 blocks of
+// 256 threads, 1024 threads per SM, each with 64 bytes of loads in flight.
+constexpr int kMinBlocksPerSm = 4;
+// Blocks a launch aims for at least (2 per SM of an H100/H200's 132).
+constexpr int64_t kMinGridBlocks = 264;
+
+// Scalar element <-> float32.
+__device__ __forceinline__ float to_float(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_float(stableops_half v) {
+  return __half2float(v);
+}
+__device__ __forceinline__ float to_float(stableops_bf16 v) {
+  return __bfloat162float(v);
+}
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ stableops_half from_float<stableops_half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ stableops_bf16 from_float<stableops_bf16>(float v) {
+  return __float2bfloat16(v);
+}
+
+// One memory access of the kernel: a 16-byte pack or one element.
+template <typename T, bool kVector>
+struct Access;
+
+template <typename T>
+struct Access<T, true> {
+  using Raw = uint4;
+  static constexpr int kElems = Pack<T>::kElems;
+  __device__ __forceinline__ static Raw load(const T* p) {
+    return STABLEOPS_LDG(reinterpret_cast<const uint4*>(p));
+  }
+  __device__ __forceinline__ static void to_floats(const Raw& r, float (&f)[kElems]) {
+    Pack<T>::to_float(r, f);
+  }
+  __device__ __forceinline__ static void store(T* p, const float (&f)[kElems]) {
+    *reinterpret_cast<uint4*>(p) = Pack<T>::from_float(f);
+  }
+};
+
+template <typename T>
+struct Access<T, false> {
+  using Raw = T;
+  static constexpr int kElems = 1;
+  __device__ __forceinline__ static Raw load(const T* p) {
+    return STABLEOPS_LDG(p);
+  }
+  __device__ __forceinline__ static void to_floats(const Raw& r, float (&f)[kElems]) {
+    f[0] = to_float(r);
+  }
+  __device__ __forceinline__ static void store(T* p, const float (&f)[kElems]) {
+    *p = from_float<T>(f[0]);
+  }
+};
+
+struct ActParams {
+  const void* in;
+  void* out;
+  int64_t rows;
+  int64_t d; // output elements per row
+  int64_t vecs; // accesses per output row: d / kElems
+  int64_t in_stride; // elements between rows
+  int64_t out_stride;
+};
+
+// Output packs handled by one thread per chunk: enough loads in flight.
+template <class Op>
+constexpr int packs_per_thread() {
+  return Op::kInfo.layout == Layout::kElementwise ? 4 : 2;
+}
+
+// blockDim = (bx, by): thread (x, y) of block (bx_i, chunk) handles row
+// bx_i * by + y, output accesses chunk * bx * U + x + u * bx (u < U), and the
+// same of the following chunks grid.y apart.
+template <typename T, bool kVector, class Op>
+__global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
+    activation_kernel(const ActParams p, const Op op) {
+  using A = Access<T, kVector>;
+  constexpr int N = A::kElems;
+  constexpr int U = packs_per_thread<Op>();
+  constexpr Layout kLayout = Op::kInfo.layout;
+  constexpr bool kGated = kLayout != Layout::kElementwise;
+
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (row >= p.rows) return;
+  const T* in = static_cast<const T*>(p.in) + row * p.in_stride;
+  T* out = static_cast<T*>(p.out) + row * p.out_stride;
+  const int64_t chunk = static_cast<int64_t>(blockDim.x) * U;
+
+  for (int64_t first = static_cast<int64_t>(blockIdx.y) * chunk + threadIdx.x;
+       first < p.vecs;
+       first += static_cast<int64_t>(gridDim.y) * chunk) {
+    typename A::Raw ra[U];
+    typename A::Raw rb[U];
+    // All loads first, so they are in flight together.
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t k = first + static_cast<int64_t>(u) * blockDim.x;
+      if (k < p.vecs) {
+        if constexpr (kLayout == Layout::kSplit) {
+          ra[u] = A::load(in + k * N);
+          rb[u] = A::load(in + p.d + k * N);
+        } else if constexpr (kLayout == Layout::kInterleaved) {
+          ra[u] = A::load(in + 2 * k * N);
+          rb[u] = A::load(in + 2 * k * N + N);
+        } else {
+          ra[u] = A::load(in + k * N);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t k = first + static_cast<int64_t>(u) * blockDim.x;
+      if (k < p.vecs) {
+        float fa[N];
+        float fo[N];
+        A::to_floats(ra[u], fa);
+        if constexpr (kGated) {
+          float fb[N];
+          A::to_floats(rb[u], fb);
+          if constexpr (kLayout == Layout::kSplit) {
+#pragma unroll
+            for (int i = 0; i < N; ++i) {
+              fo[i] = op(fa[i], fb[i]);
+            }
+          } else {
+            // Interleaved: the 2N inputs [fa, fb] are (gate, up) pairs.
+            float pairs[2 * N];
+#pragma unroll
+            for (int i = 0; i < N; ++i) {
+              pairs[i] = fa[i];
+              pairs[N + i] = fb[i];
+            }
+#pragma unroll
+            for (int i = 0; i < N; ++i) {
+              fo[i] = op(pairs[2 * i], pairs[2 * i + 1]);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < N; ++i) {
+            fo[i] = op(fa[i]);
+          }
+        }
+        A::store(out + k * N, fo);
+      }
+    }
+  }
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+template <typename T, class Op>
+void launch(const Op& op, const ActivationDims& dims, const Tensor& out,
+            const Tensor& input, cudaStream_t stream) {
+  constexpr int64_t kPack = Pack<T>::kElems;
+  constexpr int64_t U = packs_per_thread<Op>();
+  ActParams p;
+  p.in = input.const_data_ptr();
+  p.out = out.mutable_data_ptr();
+  p.rows = dims.rows;
+  p.d = dims.d;
+  p.in_stride = dims.in_stride;
+  p.out_stride = dims.out_stride;
+  const bool vector =
+      dims.d % kPack == 0 && aligned16(p.in) && aligned16(p.out) &&
+      (dims.rows == 1 ||
+       (dims.in_stride % kPack == 0 && dims.out_stride % kPack == 0));
+  p.vecs = vector ? dims.d / kPack : dims.d;
+
+  // bx: the smallest power of two covering a row in U steps, at most 256;
+  // by: rows per block, 256 threads in all.
+  int64_t bx = 1;
+  while (bx < kBlockThreads && bx * U < p.vecs) bx *= 2;
+  const int64_t by = kBlockThreads / bx;
+  const int64_t row_blocks = (dims.rows + by - 1) / by;
+  STD_TORCH_CHECK(row_blocks <= INT32_MAX, Op::kInfo.name, ": ", dims.rows,
+                  " rows exceed the kernel's grid");
+  // A few long rows (by == 1): narrower blocks (down to 64 threads, one AMD
+  // wavefront) until there are blocks for every SM, so a handful of tokens
+  // does not leave most SMs idle.
+  while (by == 1 && bx > 64 &&
+         row_blocks * ((p.vecs + bx * U - 1) / (bx * U)) < kMinGridBlocks) {
+    bx /= 2;
+  }
+  const int64_t chunks = (p.vecs + bx * U - 1) / (bx * U);
+  const dim3 grid(static_cast<uint32_t>(row_blocks),
+                  static_cast<uint32_t>(chunks < 65535 ? chunks : 65535));
+  const dim3 block(static_cast<uint32_t>(bx), static_cast<uint32_t>(by));
+  if (vector) {
+    activation_kernel<T, true, Op><<<grid, block, 0, stream>>>(p, op);
+  } else {
+    activation_kernel<T, false, Op><<<grid, block, 0, stream>>>(p, op);
+  }
+  STABLEOPS_GPU_CHECK_LAUNCH();
+}
+
+template <template <class> class OpT>
+void activation_cuda(Tensor& out, const Tensor& input, const Scalars& scalars) {
+  using Op = OpT<GpuMath>;
+  const ActivationDims dims = check_activation(
+      Op::kInfo, scalars, out, input, torch::headeronly::DeviceType::CUDA);
+  if (dims.rows == 0 || dims.d == 0) return;
+  const Op op(scalars);
+
+  const int32_t device_index = out.get_device_index();
+  const torch::stable::accelerator::DeviceGuard device_guard(device_index);
+  const cudaStream_t stream =
+      static_cast<cudaStream_t>(current_gpu_stream(device_index));
+  switch (out.scalar_type()) {
+    case torch::headeronly::ScalarType::Float:
+      launch<float>(op, dims, out, input, stream);
+      break;
+    case torch::headeronly::ScalarType::Half:
+      launch<stableops_half>(op, dims, out, input, stream);
+      break;
+    case torch::headeronly::ScalarType::BFloat16:
+      launch<stableops_bf16>(op, dims, out, input, stream);
+      break;
+    default:
+      STD_TORCH_CHECK(false, Op::kInfo.name, ": unsupported dtype ",
+                      scalar_type_name(out.scalar_type()));
+  }
+}
+
+}  // namespace
+
+void silu_and_mul_cuda(Tensor& result, const Tensor& input) {
+  activation_cuda<SiluAndMul>(result, input, {});
+}
+
+void mul_and_silu_cuda(Tensor& out, const Tensor& input) {
+  activation_cuda<MulAndSilu>(out, input, {});
+}
+
+void silu_and_mul_with_clamp_cuda(Tensor& result, const Tensor& input, double limit) {
+  activation_cuda<SiluAndMulWithClamp>(
+      result, input, Scalars{/*limit=*/limit, /*threshold=*/0.0, /*alpha=*/0.0});
+}
+
+void gelu_and_mul_cuda(Tensor& out, const Tensor& input) {
+  activation_cuda<GeluAndMul>(out, input, {});
+}
+
+void gelu_tanh_and_mul_cuda(Tensor& out, const Tensor& input) {
+  activation_cuda<GeluTanhAndMul>(out, input, {});
+}
+
+void fatrelu_and_mul_cuda(Tensor& out, const Tensor& input, double threshold) {
+  activation_cuda<FatreluAndMul>(
+      out, input, Scalars{/*limit=*/0.0, /*threshold=*/threshold, /*alpha=*/0.0});
+}
+
+void swigluoai_and_mul_cuda(Tensor& out, const Tensor& input, double alpha,
+                            double limit) {
+  activation_cuda<SwigluoaiAndMul>(
+      out, input, Scalars{/*limit=*/limit, /*threshold=*/0.0, /*alpha=*/alpha});
+}
+
+void gelu_new_cuda(Tensor& out, const Tensor& input) {
+  activation_cuda<GeluNew>(out, input, {});
+}
+
+void gelu_fast_cuda(Tensor& out, const Tensor& input) {
+  activation_cuda<GeluFast>(out, input, {});
+}
+
+void gelu_quick_cuda(Tensor& out, const Tensor& input) {
+  activation_cuda<GeluQuick>(out, input, {});
+}
+
+}  // namespace stableops
