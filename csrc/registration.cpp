@@ -22,6 +22,10 @@ STABLE_TORCH_LIBRARY_FRAGMENT(stableops, m) {
 #ifdef STABLEOPS_WITH_GPU
   m.def("get_cuda_view_from_cpu_tensor(Tensor cpu_tensor) -> Tensor");
 #endif
+  m.def(
+      "rotary_embedding(Tensor positions, Tensor! query, Tensor!? key, "
+      "int head_size, Tensor cos_sin_cache, bool is_neox, "
+      "int rope_dim_offset=0, bool inverse=False) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(stableops, CPU, m) {
@@ -32,12 +36,14 @@ STABLE_TORCH_LIBRARY_IMPL(stableops, CPU, m) {
       "get_cuda_view_from_cpu_tensor",
       TORCH_BOX(&stableops::get_cuda_view_from_cpu_tensor));
 #endif
+  m.impl("rotary_embedding", TORCH_BOX(&stableops::rotary_embedding_cpu));
 }
 
 #ifdef STABLEOPS_WITH_GPU
 // ROCm builds register under CUDA too (HIP tensors use the CUDA dispatch key).
 STABLE_TORCH_LIBRARY_IMPL(stableops, CUDA, m) {
   m.impl("merge_attn_states", TORCH_BOX(&stableops::merge_attn_states_cuda));
+  m.impl("rotary_embedding", TORCH_BOX(&stableops::rotary_embedding_cuda));
 }
 
 STABLE_TORCH_LIBRARY_FRAGMENT(stableops_cuda_utils, m) {

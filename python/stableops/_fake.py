@@ -135,7 +135,10 @@ def _real_int_query(qualname: str) -> Callable[..., int]:
 
 
 #: Every mutating operator of the library: its fake validates through the CPU kernel.
-VALIDATED_BY_KERNEL: tuple[str, ...] = ("stableops::merge_attn_states",)
+VALIDATED_BY_KERNEL: tuple[str, ...] = (
+    "stableops::merge_attn_states",
+    "stableops::rotary_embedding",
+)
 
 #: Operators whose fake is written out here.
 _SPECIAL: dict[str, Callable[[str], Callable[..., Any]]] = {
