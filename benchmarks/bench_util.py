@@ -101,3 +101,19 @@ def cpu_time_ms(fn: Callable[[], Any], repeats: int = 7, min_time_s: float = 0.2
 
 def fmt(v: float | None, width: int, prec: int = 1) -> str:
     return f"{v:>{width}.{prec}f}" if v is not None else f"{'-':>{width}}"
+
+
+def print_summary(rows: Sequence[dict[str, Any]]) -> None:
+    """The acceptance figures of a GPU table: the lowest % of copy bandwidth at
+    >= 100 MB moved, the slowest call at one token, the lowest speedup over
+    torch.compile (rows with keys bytes, pct_copy, T, ours_us and
+    speedup_vs_compile)."""
+    big = [r for r in rows if r["bytes"] >= 100e6]
+    if big:
+        print(f"\nmin % of copy bandwidth at >= 100 MB: {min(r['pct_copy'] for r in big):.1f}%")
+    t1 = [r for r in rows if r["T"] == 1]
+    if t1:
+        print(f"max time at T=1: {max(r['ours_us'] for r in t1):.2f} us")
+    comp = [r["speedup_vs_compile"] for r in rows if r["speedup_vs_compile"]]
+    if comp:
+        print(f"min speedup vs torch.compile: {min(comp):.2f}x")

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from absl import app, flags
 
-from bench_util import copy_bandwidth_gbs, cpu_time_ms, fmt, graph_time_us, plan
+from bench_util import copy_bandwidth_gbs, cpu_time_ms, fmt, graph_time_us, plan, print_summary
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("json", None, "Write the results as JSON to this path.")
@@ -181,15 +181,7 @@ def gpu_part() -> dict[str, Any] | None:
         del sets, cache
         torch.cuda.empty_cache()
 
-    big = [r for r in rows if r["bytes"] >= 100e6]
-    if big:
-        print(f"\nmin % of copy bandwidth at >= 100 MB: {min(r['pct_copy'] for r in big):.1f}%")
-    t1 = [r for r in rows if r["T"] == 1]
-    if t1:
-        print(f"max time at T=1: {max(r['ours_us'] for r in t1):.2f} us")
-    comp = [r["speedup_vs_compile"] for r in rows if r["speedup_vs_compile"]]
-    if comp:
-        print(f"min speedup vs torch.compile: {min(comp):.2f}x")
+    print_summary(rows)
     print()
     return dict(device=props.name, copy_gbs=copy_gbs, results=rows)
 
