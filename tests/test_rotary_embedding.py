@@ -278,6 +278,14 @@ def test_out_of_range_position_raises_before_writing_cpu(bad: int) -> None:
     fake_call(ops.rotary_embedding, **args)
 
 
+def test_empty_cache_raises_cpu() -> None:
+    args = make_inputs(Case(2, 2, None, 16, 16), torch.float32)
+    args["cos_sin_cache"] = args["cos_sin_cache"][:0]  # max_position 0
+    with pytest.raises(RuntimeError, match=r"positions\[0\] = \d+ is out of range .*max_position 0"):
+        ops.rotary_embedding(**args)
+    ops.rotary_embedding(**{**args, "positions": args["positions"][:0], "query": args["query"][:0]})
+
+
 def test_functional_form_does_not_modify_inputs() -> None:
     args = make_inputs(Case(5, 3, 1, 32, 32, layout="3d"), torch.bfloat16, seed=4)
     q0, k0 = args["query"].clone(), args["key"].clone()
@@ -569,6 +577,18 @@ def test_out_of_range_positions_leave_token_unchanged_gpu(style: str) -> None:
     assert_close_ref(args["query"][good_tokens], ref_q)
     assert ref_k is not None
     assert_close_ref(args["key"][good_tokens], ref_k)
+
+
+@requires_gpu
+def test_empty_cache_leaves_tokens_unchanged_gpu() -> None:
+    args = make_inputs(Case(3, 2, 1, 32, 32), torch.float32, device="cuda")
+    args["cos_sin_cache"] = args["cos_sin_cache"][:0]  # max_position 0
+    q0, k0 = args["query"].clone(), args["key"].clone()
+    ops.rotary_embedding(**args)
+    torch.cuda.synchronize()
+    assert torch.equal(args["query"], q0) and torch.equal(args["key"], k0)
+    with pytest.raises(RuntimeError, match=r"positions\[0\] = \d+ is out of range"):
+        ops.rotary_embedding(**{k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in args.items()})
 
 
 @requires_gpu

@@ -224,13 +224,16 @@ __global__ void __launch_bounds__(kBlockThreads) rotary_embedding_kernel(const R
     }
   }
 
-  // 2. The position; out of range: leave the token unchanged, never read
-  //    outside the cache.
+  // 2. The position. Out of range: the token is left unchanged (no store)
+  //    and row 0 is read instead, so the cache is never read outside (the
+  //    host launches nothing for an empty cache). No branch: the x loads
+  //    above stay in flight while the position and the cache row arrive.
   const int64_t pos = STABLEOPS_LDG(p.positions + token * p.positions_stride);
-  if (static_cast<uint64_t>(pos) >= static_cast<uint64_t>(p.max_position)) return;
+  const bool in_range = static_cast<uint64_t>(pos) < static_cast<uint64_t>(p.max_position);
+  const int64_t row_index = in_range ? pos : 0;
 
   // 3. cos/sin of the unit's pairs, once for all its heads.
-  const C* row = static_cast<const C*>(p.cache) + pos * p.cache_stride + i0;
+  const C* row = static_cast<const C*>(p.cache) + row_index * p.cache_stride + i0;
   float cs[kPairs];
   float sn[kPairs];
   load_floats<C, kPairs, kCAlign, true>(row, cs);
@@ -241,7 +244,7 @@ __global__ void __launch_bounds__(kBlockThreads) rotary_embedding_kernel(const R
   // 4. Rotate and store.
 #pragma unroll
   for (int k = 0; k < kHeads; ++k) {
-    if (!valid[k]) continue;
+    if (!valid[k] || !in_range) continue;
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
       float* a;
@@ -356,7 +359,8 @@ void rotary_embedding_cuda(
       positions, query, key, head_size, cos_sin_cache, rope_dim_offset,
       torch::headeronly::DeviceType::CUDA);
   const int64_t total_heads = dims.query.num_heads + dims.key.num_heads;
-  if (dims.num_tokens == 0 || total_heads == 0) return;
+  // An empty cache: every position is out of range, every token unchanged.
+  if (dims.num_tokens == 0 || total_heads == 0 || dims.max_position == 0) return;
   STD_TORCH_CHECK(total_heads <= static_cast<int64_t>(INT32_MAX),
                   "rotary_embedding: num_heads of query + key (", total_heads,
                   ") exceeds the kernel's 32-bit head index");
