@@ -121,6 +121,11 @@ def print_gpu_summary(rows: Sequence[dict[str, Any]]) -> None:
     """The targets of docs/PERFORMANCE.md over rows of gpu_result() (with a
     "T" key): % of copy bandwidth at >= 100 MB, time at T=1, speedup over
     torch.compile."""
+def print_summary(rows: Sequence[dict[str, Any]]) -> None:
+    """The acceptance figures of a GPU table: the lowest % of copy bandwidth at
+    >= 100 MB moved, the slowest call at one token, the lowest speedup over
+    torch.compile (rows with keys bytes, pct_copy, T, ours_us and
+    speedup_vs_compile)."""
     big = [r for r in rows if r["bytes"] >= 100e6]
     if big:
         print(f"\nmin % of copy bandwidth at >= 100 MB: {min(r['pct_copy'] for r in big):.1f}%")

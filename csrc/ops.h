@@ -230,5 +230,48 @@ void swigluoai_and_mul_cuda(
 void gelu_new_cuda(torch::stable::Tensor& out, const torch::stable::Tensor& input);
 void gelu_fast_cuda(torch::stable::Tensor& out, const torch::stable::Tensor& input);
 void gelu_quick_cuda(torch::stable::Tensor& out, const torch::stable::Tensor& input);
+// rotary_embedding
+//
+// stableops::rotary_embedding(Tensor positions, Tensor! query, Tensor!? key,
+//     int head_size, Tensor cos_sin_cache, bool is_neox,
+//     int rope_dim_offset=0, bool inverse=False) -> ()
+//
+// Rotary position embedding, in place on query and key (vLLM's op):
+//   query: [num_tokens, num_heads * head_size] or [num_tokens, num_heads,
+//       head_size], float32/float16/bfloat16, last dim contiguous, token and
+//       head strides free; key likewise with its own head count, or None.
+//   positions: int64 [num_tokens]; cos_sin_cache: [max_position, rot_dim] of
+//       the query's dtype or float32, cos in the first half, sin in the second.
+//   Dims [rope_dim_offset, rope_dim_offset + rot_dim) of every head rotate
+//   by the angle of the token's position (by minus it when inverse): NeoX
+//   pairs element i with i + rot_dim/2, GPT-J 2i with 2i+1, pair i using
+//   cos/sin index i. Math in float32.
+//   A position outside [0, max_position) raises on the CPU (before anything is
+//   written); on GPUs that token is left unchanged (no host sync).
+// Validation is shared by every backend and the fake: see
+// csrc/pos_encoding/rotary_embedding_check.h.
+// ---------------------------------------------------------------------------
+
+// CPU kernel (csrc/pos_encoding/rotary_embedding_cpu.cpp).
+void rotary_embedding_cpu(
+    const torch::stable::Tensor& positions,
+    torch::stable::Tensor& query,
+    std::optional<torch::stable::Tensor> key,
+    int64_t head_size,
+    const torch::stable::Tensor& cos_sin_cache,
+    bool is_neox,
+    int64_t rope_dim_offset,
+    bool inverse);
+
+// CUDA/ROCm kernel (csrc/pos_encoding/rotary_embedding.cu, GPU builds only).
+void rotary_embedding_cuda(
+    const torch::stable::Tensor& positions,
+    torch::stable::Tensor& query,
+    std::optional<torch::stable::Tensor> key,
+    int64_t head_size,
+    const torch::stable::Tensor& cos_sin_cache,
+    bool is_neox,
+    int64_t rope_dim_offset,
+    bool inverse);
 
 } // namespace stableops

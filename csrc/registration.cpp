@@ -45,6 +45,10 @@ STABLE_TORCH_LIBRARY_FRAGMENT(stableops, m) {
   m.def("gelu_new(Tensor! out, Tensor input) -> ()");
   m.def("gelu_fast(Tensor! out, Tensor input) -> ()");
   m.def("gelu_quick(Tensor! out, Tensor input) -> ()");
+  m.def(
+      "rotary_embedding(Tensor positions, Tensor! query, Tensor!? key, "
+      "int head_size, Tensor cos_sin_cache, bool is_neox, "
+      "int rope_dim_offset=0, bool inverse=False) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(stableops, CPU, m) {
@@ -73,6 +77,7 @@ STABLE_TORCH_LIBRARY_IMPL(stableops, CPU, m) {
   m.impl("gelu_new", TORCH_BOX(&stableops::gelu_new_cpu));
   m.impl("gelu_fast", TORCH_BOX(&stableops::gelu_fast_cpu));
   m.impl("gelu_quick", TORCH_BOX(&stableops::gelu_quick_cpu));
+  m.impl("rotary_embedding", TORCH_BOX(&stableops::rotary_embedding_cpu));
 }
 
 #ifdef STABLEOPS_WITH_GPU
@@ -97,6 +102,7 @@ STABLE_TORCH_LIBRARY_IMPL(stableops, CUDA, m) {
   m.impl("gelu_new", TORCH_BOX(&stableops::gelu_new_cuda));
   m.impl("gelu_fast", TORCH_BOX(&stableops::gelu_fast_cuda));
   m.impl("gelu_quick", TORCH_BOX(&stableops::gelu_quick_cuda));
+  m.impl("rotary_embedding", TORCH_BOX(&stableops::rotary_embedding_cuda));
 }
 
 STABLE_TORCH_LIBRARY_FRAGMENT(stableops_cuda_utils, m) {

@@ -151,6 +151,7 @@ VALIDATED_BY_KERNEL: tuple[str, ...] = (
     "stableops::gelu_new",
     "stableops::gelu_fast",
     "stableops::gelu_quick",
+    "stableops::rotary_embedding",
 )
 
 #: Operators whose fake is written out here.

@@ -205,3 +205,50 @@ def gelu_fast(out: torch.Tensor, input: torch.Tensor) -> None:
 def gelu_quick(out: torch.Tensor, input: torch.Tensor) -> None:
     """``out = x * sigmoid(1.702 x)`` (in place)."""
     torch.ops.stableops.gelu_quick.default(out, input)
+__all__.append("rotary_embedding")
+
+
+def rotary_embedding(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor | None,
+    head_size: int,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    rope_dim_offset: int = 0,
+    inverse: bool = False,
+) -> None:
+    """Apply rotary position embedding to ``query`` and ``key`` (in place).
+
+    Args:
+        positions: int64 ``[num_tokens]`` (any stride): the position of each token.
+        query: ``[num_tokens, num_heads * head_size]`` or
+            ``[num_tokens, num_heads, head_size]``, float32, float16 or
+            bfloat16, last dim contiguous; token and head strides are free
+            (e.g. views of a fused QKV tensor), but rows must not overlap.
+        key: like ``query`` with its own head count and the same dtype, or None.
+            It must not share memory with ``query``.
+        head_size: elements per head.
+        cos_sin_cache: ``[max_position, rot_dim]`` of the query's dtype or
+            float32: ``cos`` in the first ``rot_dim / 2`` columns, ``sin`` in
+            the rest. ``rot_dim`` must be even.
+        is_neox: NeoX style pairs element ``i`` with ``i + rot_dim / 2``;
+            otherwise GPT-J style pairs ``2i`` with ``2i + 1``. Pair ``i`` uses
+            ``cos[i]`` and ``sin[i]`` in both styles.
+        rope_dim_offset: the rotated dims of each head are
+            ``[rope_dim_offset, rope_dim_offset + rot_dim)``; the others are
+            left as they are. Must satisfy ``rope_dim_offset + rot_dim <= head_size``.
+        inverse: rotate by ``-theta`` (undoes a forward rotation, to rounding).
+
+    Each pair ``(a, b)`` becomes ``(a cos - b sin, b cos + a sin)``, computed in
+    float32. Zero tokens is a no-op.
+
+    Out-of-range positions (``< 0`` or ``>= max_position``): on the CPU the op
+    raises a RuntimeError naming the first one, before writing anything. On
+    GPUs the kernel cannot raise without a host synchronisation, so it leaves
+    the query and key of such a token unchanged and never reads outside
+    ``cos_sin_cache``.
+    """
+    torch.ops.stableops.rotary_embedding.default(
+        positions, query, key, head_size, cos_sin_cache, is_neox, rope_dim_offset, inverse
+    )
