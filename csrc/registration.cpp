@@ -22,6 +22,22 @@ STABLE_TORCH_LIBRARY_FRAGMENT(stableops, m) {
 #ifdef STABLEOPS_WITH_GPU
   m.def("get_cuda_view_from_cpu_tensor(Tensor cpu_tensor) -> Tensor");
 #endif
+  // Quantization (csrc/quantization/).
+  m.def(
+      "static_scaled_fp8_quant(Tensor! result, Tensor input, Tensor scale, "
+      "int[]? group_shape=None) -> ()");
+  m.def(
+      "dynamic_scaled_fp8_quant(Tensor! result, Tensor input, Tensor! scale) "
+      "-> ()");
+  m.def(
+      "dynamic_per_token_scaled_fp8_quant(Tensor! result, Tensor input, "
+      "Tensor! scale, Tensor? scale_ub) -> ()");
+  m.def(
+      "static_scaled_int8_quant(Tensor! result, Tensor input, Tensor scale, "
+      "Tensor? azp) -> ()");
+  m.def(
+      "dynamic_scaled_int8_quant(Tensor! result, Tensor input, Tensor! scale, "
+      "Tensor!? azp) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(stableops, CPU, m) {
@@ -32,12 +48,42 @@ STABLE_TORCH_LIBRARY_IMPL(stableops, CPU, m) {
       "get_cuda_view_from_cpu_tensor",
       TORCH_BOX(&stableops::get_cuda_view_from_cpu_tensor));
 #endif
+  m.impl(
+      "static_scaled_fp8_quant",
+      TORCH_BOX(&stableops::static_scaled_fp8_quant_cpu));
+  m.impl(
+      "dynamic_scaled_fp8_quant",
+      TORCH_BOX(&stableops::dynamic_scaled_fp8_quant_cpu));
+  m.impl(
+      "dynamic_per_token_scaled_fp8_quant",
+      TORCH_BOX(&stableops::dynamic_per_token_scaled_fp8_quant_cpu));
+  m.impl(
+      "static_scaled_int8_quant",
+      TORCH_BOX(&stableops::static_scaled_int8_quant_cpu));
+  m.impl(
+      "dynamic_scaled_int8_quant",
+      TORCH_BOX(&stableops::dynamic_scaled_int8_quant_cpu));
 }
 
 #ifdef STABLEOPS_WITH_GPU
 // ROCm builds register under CUDA too (HIP tensors use the CUDA dispatch key).
 STABLE_TORCH_LIBRARY_IMPL(stableops, CUDA, m) {
   m.impl("merge_attn_states", TORCH_BOX(&stableops::merge_attn_states_cuda));
+  m.impl(
+      "static_scaled_fp8_quant",
+      TORCH_BOX(&stableops::static_scaled_fp8_quant_cuda));
+  m.impl(
+      "dynamic_scaled_fp8_quant",
+      TORCH_BOX(&stableops::dynamic_scaled_fp8_quant_cuda));
+  m.impl(
+      "dynamic_per_token_scaled_fp8_quant",
+      TORCH_BOX(&stableops::dynamic_per_token_scaled_fp8_quant_cuda));
+  m.impl(
+      "static_scaled_int8_quant",
+      TORCH_BOX(&stableops::static_scaled_int8_quant_cuda));
+  m.impl(
+      "dynamic_scaled_int8_quant",
+      TORCH_BOX(&stableops::dynamic_scaled_int8_quant_cuda));
 }
 
 STABLE_TORCH_LIBRARY_FRAGMENT(stableops_cuda_utils, m) {

@@ -135,7 +135,14 @@ def _real_int_query(qualname: str) -> Callable[..., int]:
 
 
 #: Every mutating operator of the library: its fake validates through the CPU kernel.
-VALIDATED_BY_KERNEL: tuple[str, ...] = ("stableops::merge_attn_states",)
+VALIDATED_BY_KERNEL: tuple[str, ...] = (
+    "stableops::merge_attn_states",
+    "stableops::static_scaled_fp8_quant",
+    "stableops::dynamic_scaled_fp8_quant",
+    "stableops::dynamic_per_token_scaled_fp8_quant",
+    "stableops::static_scaled_int8_quant",
+    "stableops::dynamic_scaled_int8_quant",
+)
 
 #: Operators whose fake is written out here.
 _SPECIAL: dict[str, Callable[[str], Callable[..., Any]]] = {
