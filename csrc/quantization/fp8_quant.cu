@@ -32,7 +32,6 @@
 #include <type_traits>
 #include <vector>
 
-#include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/DeviceType.h>
 #include <torch/headeronly/util/Exception.h>
@@ -54,7 +53,7 @@ using torch::headeronly::DeviceType;
 // Largest input the one-block path of dynamic_scaled_fp8_quant takes.
 constexpr int64_t kSingleBlockElems = 32768;
 
-// Calls f(Tag<Fp8Q<F>>-like type) for the result's format.
+// Calls f(std::integral_constant<Format, F>{}) for the result's format F.
 template <class Fn>
 void dispatch_format(Format format, Fn&& f) {
   if (format == Format::kE4M3FN) {
@@ -78,24 +77,10 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
     const int64_t row = rb * blockDim.y + threadIdx.y;
     if (row >= p.num_rows) continue;
     const T* x = static_cast<const T*>(p.in) + row * p.in_stride;
-    for (int base = threadIdx.x; base < p.units; base += blockDim.x * kUnits) {
-      Raw<T, N> raw[kUnits];
+    for_row_units<T, N>(x, threadIdx.x, p.units, [&](int, int, const float (&f)[N]) {
 #pragma unroll
-      for (int j = 0; j < kUnits; ++j) {
-        const int u = base + j * blockDim.x;
-        if (u < p.units) raw[j].load(x + static_cast<int64_t>(u) * N);
-      }
-#pragma unroll
-      for (int j = 0; j < kUnits; ++j) {
-        const int u = base + j * blockDim.x;
-        if (u < p.units) {
-          float f[N];
-          raw[j].to_float(f);
-#pragma unroll
-          for (int i = 0; i < N; ++i) acc = AbsMaxOp::add(acc, f[i]);
-        }
-      }
-    }
+      for (int i = 0; i < N; ++i) acc = AbsMaxOp::add(acc, f[i]);
+    });
   }
   acc = segment_reduce<AbsMaxOp>(acc, kBlockThreads, smem);
   if (threadIdx.x == 0 && threadIdx.y == 0) {
@@ -124,32 +109,6 @@ int sm_count(int device) {
   return count;
 }
 
-RowsParams rows_params(
-    const QuantRows& rows,
-    const torch::stable::Tensor& input,
-    torch::stable::Tensor& result,
-    const float* scale) {
-  RowsParams p{};
-  p.in = input.const_data_ptr();
-  p.out = static_cast<uint8_t*>(result.mutable_data_ptr());
-  p.in_stride = rows.in_row_stride;
-  p.out_stride = rows.out_row_stride;
-  p.num_rows = rows.num_rows;
-  p.hidden = static_cast<int32_t>(rows.hidden);
-  p.scale = scale;
-  p.group_m = std::max<int64_t>(rows.num_rows, 1);
-  p.group_n = static_cast<int32_t>(rows.hidden);
-  return p;
-}
-
-bool vector_rows(const QuantRows& rows, const torch::stable::Tensor& input,
-                 const torch::stable::Tensor& result) {
-  return vector_path(input.const_data_ptr(), rows.in_row_stride,
-                     static_cast<int64_t>(input.element_size()),
-                     result.const_data_ptr(), rows.out_row_stride, rows.hidden,
-                     rows.num_rows);
-}
-
 }  // namespace
 
 void static_scaled_fp8_quant_cuda(
@@ -171,13 +130,11 @@ void static_scaled_fp8_quant_cuda(
   p.scale_stride_n = plan.scale_stride_n;
   const bool vec = vector_rows(plan.rows, input, result);
 
-  const int32_t device = result.get_device_index();
-  const torch::stable::accelerator::DeviceGuard guard(device);
-  const cudaStream_t stream = static_cast<cudaStream_t>(current_gpu_stream(device));
+  const GpuLaunchContext ctx(result);
   dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_format(plan.format, [&](auto fmt) {
-      launch_rows<T, Fp8Q<decltype(fmt)::value>>(p, vec, stream, kOp);
+      launch_rows<T, Fp8Q<decltype(fmt)::value>>(p, vec, ctx.stream, kOp);
     });
   });
 }
@@ -196,21 +153,14 @@ void dynamic_scaled_fp8_quant_cuda(
   const bool dense = rows.num_rows <= 1 ||
       (rows.in_row_stride == rows.hidden && rows.out_row_stride == rows.hidden);
 
-  const int32_t device = result.get_device_index();
-  const torch::stable::accelerator::DeviceGuard guard(device);
-  const cudaStream_t stream = static_cast<cudaStream_t>(current_gpu_stream(device));
+  const GpuLaunchContext ctx(result);
+  const cudaStream_t stream = ctx.stream;
 
   if (dense && numel <= kSingleBlockElems) {
     // The whole tensor as one row (zero elements included: scale = 1 /
     // (MAX * 512)).
-    QuantRows one{1, numel, numel, numel};
-    DynParams p{};
-    p.in = input.const_data_ptr();
-    p.out = static_cast<uint8_t*>(result.mutable_data_ptr());
-    p.in_stride = numel;
-    p.out_stride = numel;
-    p.num_rows = 1;
-    p.scale = scale_ptr;
+    const QuantRows one{1, numel, numel, numel};
+    const DynParams p = dyn_params(one, input, result, scale_ptr, 0);
     const bool vec = numel > 0 && vector_rows(one, input, result);
     dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -224,15 +174,11 @@ void dynamic_scaled_fp8_quant_cuda(
   zero_word_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<uint32_t*>(scale_ptr));
   STABLEOPS_GPU_CHECK_LAUNCH();
   const bool vec = vector_rows(rows, input, result);
-  DynParams a{};
-  a.in = input.const_data_ptr();
-  a.in_stride = rows.in_row_stride;
-  a.num_rows = rows.num_rows;
+  DynParams a = dyn_params(rows, input, result, scale_ptr, 0);
   a.units = static_cast<int32_t>(vec ? rows.hidden / kVec : rows.hidden);
-  a.scale = scale_ptr;
   const dim3 block = block_shape(a.units);
   const int64_t row_blocks = (rows.num_rows + block.y - 1) / block.y;
-  const int resident_blocks = sm_count(device) * (2048 / kBlockThreads);
+  const int resident_blocks = sm_count(ctx.device) * (2048 / kBlockThreads);
   const dim3 grid(static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>(row_blocks, resident_blocks))));
   const RowsParams q = rows_params(rows, input, result, scale_ptr);
@@ -261,27 +207,20 @@ void dynamic_per_token_scaled_fp8_quant_cuda(
       result, input, scale, scale_ub, DeviceType::CUDA);
   if (plan.rows.num_rows == 0) return;
   check_hidden_fits(kOp, plan.rows.hidden);
-  DynParams p{};
-  p.in = input.const_data_ptr();
-  p.out = static_cast<uint8_t*>(result.mutable_data_ptr());
-  p.in_stride = plan.rows.in_row_stride;
-  p.out_stride = plan.rows.out_row_stride;
-  p.num_rows = plan.rows.num_rows;
-  p.scale = static_cast<float*>(scale.mutable_data_ptr());
-  p.scale_stride = plan.scale_stride;
+  DynParams p = dyn_params(plan.rows, input, result,
+                           static_cast<float*>(scale.mutable_data_ptr()),
+                           plan.scale_stride);
   p.scale_ub = plan.has_scale_ub
       ? static_cast<const float*>(scale_ub->const_data_ptr())
       : nullptr;
   const bool vec = vector_rows(plan.rows, input, result);
 
-  const int32_t device = result.get_device_index();
-  const torch::stable::accelerator::DeviceGuard guard(device);
-  const cudaStream_t stream = static_cast<cudaStream_t>(current_gpu_stream(device));
+  const GpuLaunchContext ctx(result);
   dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_format(plan.format, [&](auto fmt) {
       launch_dynamic<T, Fp8DynMode<decltype(fmt)::value>>(
-          p, plan.rows.hidden, vec, stream, kOp);
+          p, plan.rows.hidden, vec, ctx.stream, kOp);
     });
   });
 }

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <optional>
 
-#include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/DeviceType.h>
 
@@ -42,27 +41,15 @@ void static_scaled_int8_quant_cuda(
   if (rows.num_rows == 0 || rows.hidden == 0) return;
   quant_gpu::check_hidden_fits(kOp, rows.hidden);
 
-  quant_gpu::RowsParams p{};
-  p.in = input.const_data_ptr();
-  p.out = static_cast<uint8_t*>(result.mutable_data_ptr());
-  p.in_stride = rows.in_row_stride;
-  p.out_stride = rows.out_row_stride;
-  p.num_rows = rows.num_rows;
-  p.hidden = static_cast<int32_t>(rows.hidden);
-  p.scale = static_cast<const float*>(scale.const_data_ptr());
-  p.group_m = rows.num_rows;
-  p.group_n = p.hidden;  // one scale for every row
+  quant_gpu::RowsParams p = quant_gpu::rows_params(
+      rows, input, result, static_cast<const float*>(scale.const_data_ptr()));
   p.azp = plan.has_azp ? static_cast<const int32_t*>(azp->const_data_ptr()) : nullptr;
-  const bool vec = quant_gpu::vector_path(
-      p.in, rows.in_row_stride, static_cast<int64_t>(input.element_size()), p.out,
-      rows.out_row_stride, rows.hidden, rows.num_rows);
+  const bool vec = quant_gpu::vector_rows(rows, input, result);
 
-  const int32_t device = result.get_device_index();
-  const torch::stable::accelerator::DeviceGuard guard(device);
-  const cudaStream_t stream = static_cast<cudaStream_t>(current_gpu_stream(device));
+  const quant_gpu::GpuLaunchContext ctx(result);
   quant_gpu::dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    quant_gpu::launch_rows<T, quant_gpu::Int8Q>(p, vec, stream, kOp);
+    quant_gpu::launch_rows<T, quant_gpu::Int8Q>(p, vec, ctx.stream, kOp);
   });
 }
 
@@ -78,29 +65,20 @@ void dynamic_scaled_int8_quant_cuda(
   if (rows.num_rows == 0) return;
   quant_gpu::check_hidden_fits(kOp, rows.hidden);
 
-  quant_gpu::DynParams p{};
-  p.in = input.const_data_ptr();
-  p.out = static_cast<uint8_t*>(result.mutable_data_ptr());
-  p.in_stride = rows.in_row_stride;
-  p.out_stride = rows.out_row_stride;
-  p.num_rows = rows.num_rows;
-  p.scale = static_cast<float*>(scale.mutable_data_ptr());
-  p.scale_stride = plan.scale_stride;
+  quant_gpu::DynParams p = quant_gpu::dyn_params(
+      rows, input, result, static_cast<float*>(scale.mutable_data_ptr()),
+      plan.scale_stride);
   p.azp = plan.has_azp ? static_cast<int32_t*>(azp->mutable_data_ptr()) : nullptr;
   p.azp_stride = plan.azp_stride;
-  const bool vec = quant_gpu::vector_path(
-      p.in, rows.in_row_stride, static_cast<int64_t>(input.element_size()), p.out,
-      rows.out_row_stride, rows.hidden, rows.num_rows);
+  const bool vec = quant_gpu::vector_rows(rows, input, result);
 
-  const int32_t device = result.get_device_index();
-  const torch::stable::accelerator::DeviceGuard guard(device);
-  const cudaStream_t stream = static_cast<cudaStream_t>(current_gpu_stream(device));
+  const quant_gpu::GpuLaunchContext ctx(result);
   quant_gpu::dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (plan.has_azp) {
-      quant_gpu::launch_dynamic<T, quant_gpu::Int8AsymMode>(p, rows.hidden, vec, stream, kOp);
+      quant_gpu::launch_dynamic<T, quant_gpu::Int8AsymMode>(p, rows.hidden, vec, ctx.stream, kOp);
     } else {
-      quant_gpu::launch_dynamic<T, quant_gpu::Int8SymMode>(p, rows.hidden, vec, stream, kOp);
+      quant_gpu::launch_dynamic<T, quant_gpu::Int8SymMode>(p, rows.hidden, vec, ctx.stream, kOp);
     }
   });
 }

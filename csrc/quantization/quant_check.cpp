@@ -164,6 +164,40 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// What every quantization op checks first, in this order: devices (schema
+// order: result, input, scale, then the optional `extra`, scale_ub or azp),
+// the result's dtype (FP8, whose format goes to *format, or int8), scale
+// float32, the extra's dtype, then input and the row views.
+QuantRows check_common(
+    const char* op,
+    const Tensor& result,
+    const Tensor& input,
+    const Tensor& scale,
+    const char* extra_name,
+    const std::optional<Tensor>& extra,
+    ScalarType extra_dtype,
+    fp8::Format* format,
+    DeviceType expected_device_type) {
+  const bool has_extra = present(extra);
+  check_devices(
+      op,
+      {{"result", &result},
+       {"input", &input},
+       {"scale", &scale},
+       {extra_name, has_extra ? &*extra : nullptr}},
+      expected_device_type);
+  if (format != nullptr) {
+    *format = check_fp8_result(op, result);
+  } else {
+    check_dtype(op, result, "result", {ScalarType::Char});
+  }
+  check_dtype(op, scale, "scale", {ScalarType::Float});
+  if (has_extra) {
+    check_dtype(op, *extra, extra_name, {extra_dtype});
+  }
+  return check_rows(op, result, input);
+}
+
 }  // namespace
 
 StaticFp8Plan check_static_scaled_fp8_quant(
@@ -173,13 +207,10 @@ StaticFp8Plan check_static_scaled_fp8_quant(
     const std::optional<std::vector<int64_t>>& group_shape,
     DeviceType expected_device_type) {
   constexpr const char* kOp = "static_scaled_fp8_quant";
-  check_devices(
-      kOp, {{"result", &result}, {"input", &input}, {"scale", &scale}},
-      expected_device_type);
   StaticFp8Plan plan;
-  plan.format = check_fp8_result(kOp, result);
-  check_dtype(kOp, scale, "scale", {ScalarType::Float});
-  plan.rows = check_rows(kOp, result, input);
+  plan.rows = check_common(
+      kOp, result, input, scale, "", std::nullopt, ScalarType::Float,
+      &plan.format, expected_device_type);
   const int64_t T = plan.rows.num_rows;
   const int64_t H = plan.rows.hidden;
   const int64_t full_m = T > 0 ? T : 1;
@@ -260,13 +291,10 @@ DynamicFp8Plan check_dynamic_scaled_fp8_quant(
     const Tensor& scale,
     DeviceType expected_device_type) {
   constexpr const char* kOp = "dynamic_scaled_fp8_quant";
-  check_devices(
-      kOp, {{"result", &result}, {"input", &input}, {"scale", &scale}},
-      expected_device_type);
   DynamicFp8Plan plan;
-  plan.format = check_fp8_result(kOp, result);
-  check_dtype(kOp, scale, "scale", {ScalarType::Float});
-  plan.rows = check_rows(kOp, result, input);
+  plan.rows = check_common(
+      kOp, result, input, scale, "", std::nullopt, ScalarType::Float,
+      &plan.format, expected_device_type);
   check_one_element(kOp, scale, "scale");
   return plan;
 }
@@ -278,26 +306,15 @@ PerTokenFp8Plan check_dynamic_per_token_scaled_fp8_quant(
     const std::optional<Tensor>& scale_ub,
     DeviceType expected_device_type) {
   constexpr const char* kOp = "dynamic_per_token_scaled_fp8_quant";
-  const bool has_ub = present(scale_ub);
-  check_devices(
-      kOp,
-      {{"result", &result},
-       {"input", &input},
-       {"scale", &scale},
-       {"scale_ub", has_ub ? &*scale_ub : nullptr}},
-      expected_device_type);
   PerTokenFp8Plan plan;
-  plan.format = check_fp8_result(kOp, result);
-  check_dtype(kOp, scale, "scale", {ScalarType::Float});
-  if (has_ub) {
-    check_dtype(kOp, *scale_ub, "scale_ub", {ScalarType::Float});
-  }
-  plan.rows = check_rows(kOp, result, input);
+  plan.rows = check_common(
+      kOp, result, input, scale, "scale_ub", scale_ub, ScalarType::Float,
+      &plan.format, expected_device_type);
   plan.scale_stride = check_per_row(kOp, scale, "scale", plan.rows.num_rows);
-  if (has_ub) {
+  plan.has_scale_ub = present(scale_ub);
+  if (plan.has_scale_ub) {
     check_one_element(kOp, *scale_ub, "scale_ub");
   }
-  plan.has_scale_ub = has_ub;
   return plan;
 }
 
@@ -308,26 +325,15 @@ StaticInt8Plan check_static_scaled_int8_quant(
     const std::optional<Tensor>& azp,
     DeviceType expected_device_type) {
   constexpr const char* kOp = "static_scaled_int8_quant";
-  const bool has_azp = present(azp);
-  check_devices(
-      kOp,
-      {{"result", &result},
-       {"input", &input},
-       {"scale", &scale},
-       {"azp", has_azp ? &*azp : nullptr}},
-      expected_device_type);
   StaticInt8Plan plan;
-  check_dtype(kOp, result, "result", {ScalarType::Char});
-  check_dtype(kOp, scale, "scale", {ScalarType::Float});
-  if (has_azp) {
-    check_dtype(kOp, *azp, "azp", {ScalarType::Int});
-  }
-  plan.rows = check_rows(kOp, result, input);
+  plan.rows = check_common(
+      kOp, result, input, scale, "azp", azp, ScalarType::Int, nullptr,
+      expected_device_type);
   check_one_element(kOp, scale, "scale");
-  if (has_azp) {
+  plan.has_azp = present(azp);
+  if (plan.has_azp) {
     check_one_element(kOp, *azp, "azp");
   }
-  plan.has_azp = has_azp;
   return plan;
 }
 
@@ -338,26 +344,15 @@ DynamicInt8Plan check_dynamic_scaled_int8_quant(
     const std::optional<Tensor>& azp,
     DeviceType expected_device_type) {
   constexpr const char* kOp = "dynamic_scaled_int8_quant";
-  const bool has_azp = present(azp);
-  check_devices(
-      kOp,
-      {{"result", &result},
-       {"input", &input},
-       {"scale", &scale},
-       {"azp", has_azp ? &*azp : nullptr}},
-      expected_device_type);
   DynamicInt8Plan plan;
-  check_dtype(kOp, result, "result", {ScalarType::Char});
-  check_dtype(kOp, scale, "scale", {ScalarType::Float});
-  if (has_azp) {
-    check_dtype(kOp, *azp, "azp", {ScalarType::Int});
-  }
-  plan.rows = check_rows(kOp, result, input);
+  plan.rows = check_common(
+      kOp, result, input, scale, "azp", azp, ScalarType::Int, nullptr,
+      expected_device_type);
   plan.scale_stride = check_per_row(kOp, scale, "scale", plan.rows.num_rows);
-  if (has_azp) {
+  plan.has_azp = present(azp);
+  if (plan.has_azp) {
     plan.azp_stride = check_per_row(kOp, *azp, "azp", plan.rows.num_rows);
   }
-  plan.has_azp = has_azp;
   return plan;
 }
 

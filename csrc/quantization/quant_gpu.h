@@ -27,9 +27,13 @@
 #include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/Exception.h>
 
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/tensor.h>
+
 #include "csrc/core/fp8.h"
 #include "csrc/core/gpu_vec.h"
 #include "csrc/gpu_compat.h"
+#include "csrc/quantization/quant_check.h"
 
 namespace stableops {
 namespace quant_gpu {
@@ -293,6 +297,35 @@ inline unsigned grid_blocks(const char* op, int64_t num_rows, unsigned rows_per_
 }
 
 // ---------------------------------------------------------------------------
+// Row traversal.
+// ---------------------------------------------------------------------------
+
+// Visits units first, first + blockDim.x, ... (< units) of row `x`: per pass
+// kUnits units are loaded (all loads issued first), then fn(j, u, values)
+// runs on each, j (a constant once unrolled) its index within the pass.
+template <typename T, int N, class Fn>
+__device__ __forceinline__ void for_row_units(const T* x, int first, int units, Fn&& fn) {
+  const int stride = static_cast<int>(blockDim.x);
+  for (int base = first; base < units; base += stride * kUnits) {
+    Raw<T, N> raw[kUnits];
+#pragma unroll
+    for (int j = 0; j < kUnits; ++j) {
+      const int u = base + j * stride;
+      if (u < units) raw[j].load(x + static_cast<int64_t>(u) * N);
+    }
+#pragma unroll
+    for (int j = 0; j < kUnits; ++j) {
+      const int u = base + j * stride;
+      if (u < units) {
+        float f[N];
+        raw[j].to_float(f);
+        fn(j, u, f);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Kernels.
 // ---------------------------------------------------------------------------
 
@@ -324,47 +357,37 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
   uint8_t* o = p.out + row * p.out_stride;
   const float* srow =
       p.scale + (p.scale_stride_m == 0 ? 0 : (row / p.group_m) * p.scale_stride_m);
-  const bool row_scale = p.group_n >= p.hidden;
   RowQuant q{0.0f, 0.0f, false};
   if (p.azp != nullptr) q.azp = static_cast<float>(STABLEOPS_LDG(p.azp));
-  if (row_scale) q.s = STABLEOPS_LDG(srow);
 
-  for (int base = threadIdx.x; base < p.units; base += blockDim.x * kUnits) {
-    Raw<T, N> raw[kUnits];
-#pragma unroll
-    for (int j = 0; j < kUnits; ++j) {
-      const int u = base + j * blockDim.x;
-      if (u < p.units) raw[j].load(x + static_cast<int64_t>(u) * N);
-    }
-#pragma unroll
-    for (int j = 0; j < kUnits; ++j) {
-      const int u = base + j * blockDim.x;
-      if (u >= p.units) break;
-      float f[N];
+  if (p.group_n >= p.hidden) {  // one scale for the row
+    q.s = STABLEOPS_LDG(srow);
+    for_row_units<T, N>(x, threadIdx.x, p.units, [&](int, int u, const float (&f)[N]) {
       float v[N];
-      raw[j].to_float(f);
-      if (row_scale) {
 #pragma unroll
-        for (int i = 0; i < N; ++i) v[i] = Q::value(f[i], q);
-      } else {
-        // Column groups: one division per unit, then a running remainder.
-        const int col = u * N;
-        int g = col / p.group_n;
-        int rem = col - g * p.group_n;
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          RowQuant qi = q;
-          qi.s = STABLEOPS_LDG(srow + g * p.scale_stride_n);
-          v[i] = Q::value(f[i], qi);
-          if (++rem == p.group_n) {
-            rem = 0;
-            ++g;
-          }
-        }
-      }
+      for (int i = 0; i < N; ++i) v[i] = Q::value(f[i], q);
       Q::template store<N>(o + static_cast<int64_t>(u) * N, v);
-    }
+    });
+    return;
   }
+  // Column groups: one division per unit, then a running remainder.
+  for_row_units<T, N>(x, threadIdx.x, p.units, [&](int, int u, const float (&f)[N]) {
+    const int col = u * N;
+    int g = col / p.group_n;
+    int rem = col - g * p.group_n;
+    float v[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      RowQuant qi = q;
+      qi.s = STABLEOPS_LDG(srow + g * p.scale_stride_n);
+      v[i] = Q::value(f[i], qi);
+      if (++rem == p.group_n) {
+        rem = 0;
+        ++g;
+      }
+    }
+    Q::template store<N>(o + static_cast<int64_t>(u) * N, v);
+  });
 }
 
 // Per-row dynamic quantisation: one row per [tx] threads, amax (or min/max)
@@ -452,84 +475,106 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
   const int units = valid ? p.units : 0;
 
   V acc = Op::init();
-  float f[kResident ? kUnits : 1][N];
+  const auto accumulate = [&](int, int, const float (&f)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc = Op::add(acc, f[i]);
+  };
+  float kept[kResident ? kUnits : 1][N];  // the resident row's values
   if constexpr (kResident) {
-    Raw<T, N> raw[kUnits];
+    // One pass (units <= blockDim.x * kUnits): unit threadIdx.x + j *
+    // blockDim.x stays in kept[j].
+    for_row_units<T, N>(x, threadIdx.x, units, [&](int j, int u, const float (&f)[N]) {
 #pragma unroll
-    for (int j = 0; j < kUnits; ++j) {
-      const int u = threadIdx.x + j * blockDim.x;
-      if (u < units) raw[j].load(x + static_cast<int64_t>(u) * N);
-    }
-#pragma unroll
-    for (int j = 0; j < kUnits; ++j) {
-      const int u = threadIdx.x + j * blockDim.x;
-      if (u < units) {
-        raw[j].to_float(f[j]);
-#pragma unroll
-        for (int i = 0; i < N; ++i) acc = Op::add(acc, f[j][i]);
-      }
-    }
+      for (int i = 0; i < N; ++i) kept[j][i] = f[i];
+      accumulate(j, u, f);
+    });
   } else {
-    for (int base = threadIdx.x; base < units; base += blockDim.x * kUnits) {
-      Raw<T, N> raw[kUnits];
-#pragma unroll
-      for (int j = 0; j < kUnits; ++j) {
-        const int u = base + j * blockDim.x;
-        if (u < units) raw[j].load(x + static_cast<int64_t>(u) * N);
-      }
-#pragma unroll
-      for (int j = 0; j < kUnits; ++j) {
-        const int u = base + j * blockDim.x;
-        if (u < units) {
-          raw[j].to_float(f[0]);
-#pragma unroll
-          for (int i = 0; i < N; ++i) acc = Op::add(acc, f[0][i]);
-        }
-      }
-    }
+    for_row_units<T, N>(x, threadIdx.x, units, accumulate);
   }
 
   acc = segment_reduce<Op>(acc, static_cast<int>(blockDim.x), smem);
   const RowQuant q = Mode::finish(acc, p, r, valid && threadIdx.x == 0);
   if (!valid) return;
 
+  const auto quantise = [&](int, int u, const float (&f)[N]) {
+    float v[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = Q::value(f[i], q);
+    Q::template store<N>(o + static_cast<int64_t>(u) * N, v);
+  };
   if constexpr (kResident) {
 #pragma unroll
     for (int j = 0; j < kUnits; ++j) {
       const int u = threadIdx.x + j * blockDim.x;
-      if (u < units) {
-        float v[N];
-#pragma unroll
-        for (int i = 0; i < N; ++i) v[i] = Q::value(f[j][i], q);
-        Q::template store<N>(o + static_cast<int64_t>(u) * N, v);
-      }
+      if (u < units) quantise(j, u, kept[j]);
     }
   } else {
-    for (int base = threadIdx.x; base < units; base += blockDim.x * kUnits) {
-      Raw<T, N> raw[kUnits];
-#pragma unroll
-      for (int j = 0; j < kUnits; ++j) {
-        const int u = base + j * blockDim.x;
-        if (u < units) raw[j].load(x + static_cast<int64_t>(u) * N);
-      }
-#pragma unroll
-      for (int j = 0; j < kUnits; ++j) {
-        const int u = base + j * blockDim.x;
-        if (u < units) {
-          float v[N];
-          raw[j].to_float(f[0]);
-#pragma unroll
-          for (int i = 0; i < N; ++i) v[i] = Q::value(f[0][i], q);
-          Q::template store<N>(o + static_cast<int64_t>(u) * N, v);
-        }
-      }
-    }
+    for_row_units<T, N>(x, threadIdx.x, units, quantise);
   }
 }
 
 // ---------------------------------------------------------------------------
-// Launchers (host).
+// Host side: parameters, launch context, launchers.
 // ---------------------------------------------------------------------------
+
+// Whether the rows can use the vector path (see vector_path).
+inline bool vector_rows(
+    const QuantRows& rows,
+    const torch::stable::Tensor& input,
+    const torch::stable::Tensor& result) {
+  return vector_path(
+      input.const_data_ptr(), rows.in_row_stride,
+      static_cast<int64_t>(input.element_size()), result.const_data_ptr(),
+      rows.out_row_stride, rows.hidden, rows.num_rows);
+}
+
+// RowsParams with one scale for every row (callers refine the groups).
+inline RowsParams rows_params(
+    const QuantRows& rows,
+    const torch::stable::Tensor& input,
+    torch::stable::Tensor& result,
+    const float* scale) {
+  RowsParams p{};
+  p.in = input.const_data_ptr();
+  p.out = static_cast<uint8_t*>(result.mutable_data_ptr());
+  p.in_stride = rows.in_row_stride;
+  p.out_stride = rows.out_row_stride;
+  p.num_rows = rows.num_rows;
+  p.hidden = static_cast<int32_t>(rows.hidden);
+  p.scale = scale;
+  p.group_m = rows.num_rows > 0 ? rows.num_rows : 1;
+  p.group_n = p.hidden;
+  return p;
+}
+
+// DynParams of the rows, scale row stride `scale_stride`.
+inline DynParams dyn_params(
+    const QuantRows& rows,
+    const torch::stable::Tensor& input,
+    torch::stable::Tensor& result,
+    float* scale,
+    int64_t scale_stride) {
+  DynParams p{};
+  p.in = input.const_data_ptr();
+  p.out = static_cast<uint8_t*>(result.mutable_data_ptr());
+  p.in_stride = rows.in_row_stride;
+  p.out_stride = rows.out_row_stride;
+  p.num_rows = rows.num_rows;
+  p.scale = scale;
+  p.scale_stride = scale_stride;
+  return p;
+}
+
+// The device of `t` made current, and its current stream.
+struct GpuLaunchContext {
+  explicit GpuLaunchContext(const torch::stable::Tensor& t)
+      : device(t.get_device_index()),
+        guard(device),
+        stream(static_cast<cudaStream_t>(current_gpu_stream(device))) {}
+  int32_t device;
+  torch::stable::accelerator::DeviceGuard guard;
+  cudaStream_t stream;
+};
 
 // rows_kernel over p's rows; p.units is set from the path.
 template <typename T, class Q>
