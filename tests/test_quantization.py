@@ -34,6 +34,7 @@ HAS_GPU = torch.cuda.is_available()
 requires_gpu = pytest.mark.skipif(
     not HAS_GPU, reason="no CUDA/ROCm GPU visible: the GPU kernels run only on a GPU machine"
 )
+DEVICES = ["cpu", pytest.param("cuda", marks=requires_gpu)]
 
 IN_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 FP8 = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}
@@ -240,10 +241,12 @@ def run_static_fp8(
     assert_codes_equal(out, want)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("fmt", list(FP8))
-def test_static_fp8_every_code_and_midpoint(fmt: str) -> None:
+def test_static_fp8_every_code_and_midpoint(fmt: str, device: str) -> None:
     """Every finite FP8 value, the midpoints between neighbours (ties go to
-    even) and their float32 neighbours, scaled by s and divided back."""
+    even) and their float32 neighbours, scaled by s and divided back: only
+    an exact division and conversion give torch's codes for all of them."""
     fp8 = FP8[fmt]
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(fp8).float()
     v = codes[codes.isfinite()].unique()
@@ -253,9 +256,11 @@ def test_static_fp8_every_code_and_midpoint(fmt: str) -> None:
     for s in [1.0, 0.7431, 3.0e-3]:
         x = (base.double() * s).float().reshape(1, -1)
         scale = torch.tensor([s])
-        out = torch.empty(x.shape, dtype=fp8)
-        ops.static_scaled_fp8_quant(out, x, scale)
-        assert_codes_equal(out, ref_fp8(x, scale, fp8))
+        for dtype in IN_DTYPES.values():  # 16-bit inputs: the values they hold
+            xd = x.to(dtype).to(device)
+            out = torch.empty(x.shape, dtype=fp8, device=device)
+            ops.static_scaled_fp8_quant(out, xd, scale.to(device))
+            assert_codes_equal(out, ref_fp8(xd, scale, fp8))
 
 
 def test_static_fp8_group_minus_one_is_whole_dim() -> None:
@@ -302,7 +307,7 @@ def run_dynamic_fp8(
     assert_codes_equal(out, want)
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_gpu)])
+@pytest.mark.parametrize("device", DEVICES)
 def test_dynamic_fp8_special_values(device: str) -> None:
     """NaN anywhere makes the scale NaN and every code NaN (torch.amax
     semantics); an infinity makes the scale inf; all zeros give the minimum
@@ -364,7 +369,7 @@ def run_per_token_fp8(
     assert_codes_equal(out, want)
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_gpu)])
+@pytest.mark.parametrize("device", DEVICES)
 def test_per_token_fp8_special_rows(device: str) -> None:
     """A NaN row gets a NaN scale and NaN codes, other rows are unaffected; a
     zero row gets the minimum scale; an infinite row the scale inf (or
@@ -404,16 +409,17 @@ def run_static_int8(shape: tuple[int, ...], dtype: torch.dtype, azp: int | None,
     assert_codes_equal(out, ref_static_int8(x, scale, azp_t))
 
 
-def test_static_int8_ties_round_to_even() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_static_int8_ties_round_to_even(device: str) -> None:
     """Quotients k + 0.5 and their float32 neighbours, for scales that are not
     powers of two: only an exact division rounds all of them like torch."""
     k = torch.arange(-140, 140, dtype=torch.float64) + 0.5
     for s in [1.0, 0.1, 0.0371, 3.7]:
         x = (k * s).float()
-        x = torch.cat([x, torch.nextafter(x, x + 1), torch.nextafter(x, x - 1)]).reshape(3, -1)
-        scale = torch.tensor([s], dtype=torch.float32)
-        for azp in (None, torch.tensor([3], dtype=torch.int32)):
-            out = torch.empty(x.shape, dtype=torch.int8)
+        x = torch.cat([x, torch.nextafter(x, x + 1), torch.nextafter(x, x - 1)]).reshape(3, -1).to(device)
+        scale = torch.tensor([s], dtype=torch.float32, device=device)
+        for azp in (None, torch.tensor([3], dtype=torch.int32, device=device)):
+            out = torch.empty(x.shape, dtype=torch.int8, device=device)
             ops.static_scaled_int8_quant(out, x, scale, azp)
             assert_codes_equal(out, ref_static_int8(x, scale, azp))
 
@@ -479,7 +485,7 @@ def special_int8_rows(device: str) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("symmetric", [True, False], ids=["sym", "asym"])
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_gpu)])
+@pytest.mark.parametrize("device", DEVICES)
 def test_dynamic_int8_special_rows(device: str, symmetric: bool) -> None:
     x = special_int8_rows(device)
     run_dynamic_int8(tuple(x.shape), x.dtype, symmetric, device, strided=False, x=x)
@@ -798,15 +804,26 @@ def test_gpu_misaligned_rows_take_the_scalar_path(dt: str) -> None:
     dtype = IN_DTYPES[dt]
     base = make_x((64, 1031), dtype, seed=5, device="cuda", special=False)
     x = base[:, 1:1025]
+    assert x.data_ptr() % 16 != 0 and x.stride(0) % 8 != 0
+    f8 = torch.float8_e4m3fn
     s = torch.tensor([0.3], device="cuda")
-    out = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device="cuda")
+    out = torch.empty(x.shape, dtype=f8, device="cuda")
     ops.static_scaled_fp8_quant(out, x, s)
-    assert_codes_equal(out, ref_fp8(x, s, torch.float8_e4m3fn))
-    run_dynamic_fp8((64, 1024), dtype, torch.float8_e4m3fn, "cuda", False, special=False)
-    run_dynamic_int8((64, 1024), dtype, False, "cuda", strided=False, x=x)
+    assert_codes_equal(out, ref_fp8(x, s, f8))
+    scale = torch.empty(1, device="cuda")
+    ops.dynamic_scaled_fp8_quant(out, x, scale)  # strided: the three-launch path
+    want, want_scale = ref_dynamic_fp8(x, f8)
+    assert_float_equal(scale, want_scale)
+    assert_codes_equal(out, want)
     scale = torch.empty(64, 1, device="cuda")
     ops.dynamic_per_token_scaled_fp8_quant(out, x, scale, None)
-    assert_codes_equal(out, ref_per_token_fp8(x, torch.float8_e4m3fn, None)[0])
+    want, want_scale = ref_per_token_fp8(x, f8, None)
+    assert_float_equal(scale, want_scale)
+    assert_codes_equal(out, want)
+    out8 = torch.empty(x.shape, dtype=torch.int8, device="cuda")
+    ops.static_scaled_int8_quant(out8, x, s, None)
+    assert_codes_equal(out8, ref_static_int8(x, s, None))
+    run_dynamic_int8((64, 1024), dtype, False, "cuda", strided=False, x=x)
 
 
 @requires_gpu
@@ -836,17 +853,17 @@ def test_dynamic_fp8_gpu_paths(shape: tuple[int, int]) -> None:
 @requires_gpu
 @pytest.mark.parametrize("symmetric", [True, False], ids=["sym", "asym"])
 def test_dynamic_int8_gpu_special_rows_long(symmetric: bool) -> None:
-    """The special rows repeated to 8200 elements (vector, resident) and to
-    12301 (scalar, two passes)."""
+    """The special rows repeated to 8192 elements (vector path, row resident
+    in registers), 8200 (vector, two passes) and 12301 (scalar, two passes)."""
     rows = special_int8_rows("cuda")
-    for h in (8200, 12301):
+    for h in (8192, 8200, 12301):
         x = rows.repeat(1, -(-h // rows.shape[1]))[:, :h].contiguous()
         run_dynamic_int8(tuple(x.shape), x.dtype, symmetric, "cuda", strided=False, x=x)
 
 
 @requires_gpu
 def test_gpu_matches_cpu_kernel() -> None:
-    x = make_x((33, 520), torch.float16, seed=21)
+    x = make_x((33, 520), torch.float16, seed=21, special=False)
     xg = x.cuda()
     for op in ("dynamic_fp8", "per_token_fp8", "dynamic_int8"):
         cpu_args = _good(op) | {"input": x, "result": _r(_good(op)["result"].dtype, x.shape)}
