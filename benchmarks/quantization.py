@@ -125,12 +125,22 @@ def bytes_moved(op: str, t: int, h: int, elem: int) -> int:
 
 
 def check_against_eager(op: str, fn: Callable[..., None], args: tuple[Any, ...], x: torch.Tensor, s: torch.Tensor) -> None:
+    """Our codes equal eager torch's quantisation with our scale (a CUDA
+    tensor / tensor division is IEEE, like ours); a dynamic op's scale is the
+    eager one within an ulp (eager divides by a Python number through its
+    reciprocal)."""
     fn(*args)
-    want = TORCH_MATH[op](x, s)
-    want_q = want[0] if isinstance(want, tuple) else want
-    got_q = args[0]
-    # Eager CUDA float32 division by a tensor is IEEE, like ours: same codes.
-    if not torch.equal(got_q.view(torch.uint8), want_q.view(torch.uint8)):
+    scale = s
+    if not op.startswith("static"):
+        scale = args[2]
+        want_scale = TORCH_MATH[op](x, s)[1]
+        torch.testing.assert_close(scale.reshape(want_scale.shape), want_scale, rtol=2.5e-7, atol=0)
+    v = x.float() / scale
+    if op.endswith("fp8"):
+        want = v.clamp(-F8_MAX, F8_MAX).to(F8)
+    else:
+        want = torch.where(scale == 0, 0.0, torch.round(v)).clamp(-128, 127).to(torch.int8)
+    if not torch.equal(args[0].view(torch.uint8), want.view(torch.uint8)):
         raise AssertionError(f"{op}: result differs from the eager torch math")
 
 

@@ -17,7 +17,8 @@
 //                                       thread, one atomicMax per block of the
 //                                       block's scale as float bits); the
 //                                       quantise pass (rows_kernel) reading
-//                                       scale[0].
+//                                       scale[0], last rows first (they are
+//                                       still in L2).
 //
 // The atomicMax combines per-block scales max(amax_b / MAX, 1/(MAX*512)):
 // that function is monotone, so the maximum over blocks is the scale of the
@@ -181,7 +182,8 @@ void dynamic_scaled_fp8_quant_cuda(
   const int resident_blocks = sm_count(ctx.device) * (2048 / kBlockThreads);
   const dim3 grid(static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>(row_blocks, resident_blocks))));
-  const RowsParams q = rows_params(rows, input, result, scale_ptr);
+  RowsParams q = rows_params(rows, input, result, scale_ptr);
+  q.reverse = true;  // the amax pass read the last rows last
   dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_format(plan.format, [&](auto fmt) {

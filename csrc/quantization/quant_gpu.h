@@ -346,12 +346,16 @@ struct RowsParams {
   int64_t scale_stride_m;
   int64_t scale_stride_n;
   const int32_t* azp;  // static INT8 zero point (one element) or nullptr
+  // Blocks take the rows last first: after a pass that read the input in
+  // order, its tail is still in L2.
+  bool reverse;
 };
 
 template <typename T, int N, class Q>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
     rows_kernel(const RowsParams p) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  const int64_t block = p.reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int64_t row = block * blockDim.y + threadIdx.y;
   if (row >= p.num_rows) return;  // no barrier in this kernel
   const T* x = static_cast<const T*>(p.in) + row * p.in_stride;
   uint8_t* o = p.out + row * p.out_stride;
