@@ -300,28 +300,44 @@ inline unsigned grid_blocks(const char* op, int64_t num_rows, unsigned rows_per_
 // Row traversal.
 // ---------------------------------------------------------------------------
 
-// Visits units first, first + blockDim.x, ... (< units) of row `x`: per pass
-// kUnits units are loaded (all loads issued first), then fn(j, u, values)
-// runs on each, j (a constant once unrolled) its index within the pass.
+// Loads units base + j * blockDim.x (j < kUnits, the unit < units) of row
+// `x`: every load is issued before any of them is used.
+template <typename T, int N>
+__device__ __forceinline__ void load_units(
+    Raw<T, N> (&raw)[kUnits], const T* x, int base, int units) {
+  const int stride = static_cast<int>(blockDim.x);
+#pragma unroll
+  for (int j = 0; j < kUnits; ++j) {
+    const int u = base + j * stride;
+    if (u < units) raw[j].load(x + static_cast<int64_t>(u) * N);
+  }
+}
+
+// fn(j, u, values) on each unit load_units(raw, x, base, units) loaded; j
+// is a constant once unrolled.
+template <typename T, int N, class Fn>
+__device__ __forceinline__ void visit_units(
+    const Raw<T, N> (&raw)[kUnits], int base, int units, Fn&& fn) {
+  const int stride = static_cast<int>(blockDim.x);
+#pragma unroll
+  for (int j = 0; j < kUnits; ++j) {
+    const int u = base + j * stride;
+    if (u < units) {
+      float f[N];
+      raw[j].to_float(f);
+      fn(j, u, f);
+    }
+  }
+}
+
+// Visits units first, first + blockDim.x, ... (< units) of row `x`, kUnits
+// loads in flight per pass.
 template <typename T, int N, class Fn>
 __device__ __forceinline__ void for_row_units(const T* x, int first, int units, Fn&& fn) {
-  const int stride = static_cast<int>(blockDim.x);
-  for (int base = first; base < units; base += stride * kUnits) {
+  for (int base = first; base < units; base += static_cast<int>(blockDim.x) * kUnits) {
     Raw<T, N> raw[kUnits];
-#pragma unroll
-    for (int j = 0; j < kUnits; ++j) {
-      const int u = base + j * stride;
-      if (u < units) raw[j].load(x + static_cast<int64_t>(u) * N);
-    }
-#pragma unroll
-    for (int j = 0; j < kUnits; ++j) {
-      const int u = base + j * stride;
-      if (u < units) {
-        float f[N];
-        raw[j].to_float(f);
-        fn(j, u, f);
-      }
-    }
+    load_units<T, N>(raw, x, base, units);
+    visit_units<T, N>(raw, base, units, fn);
   }
 }
 
@@ -483,15 +499,13 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
 #pragma unroll
     for (int i = 0; i < N; ++i) acc = Op::add(acc, f[i]);
   };
-  float kept[kResident ? kUnits : 1][N];  // the resident row's values
+  // Resident: one pass (units <= blockDim.x * kUnits); the raw row stays in
+  // registers (half the registers of its float32 values for 16-bit inputs)
+  // and is converted again to quantise.
+  Raw<T, N> kept[kResident ? kUnits : 1];
   if constexpr (kResident) {
-    // One pass (units <= blockDim.x * kUnits): unit threadIdx.x + j *
-    // blockDim.x stays in kept[j].
-    for_row_units<T, N>(x, threadIdx.x, units, [&](int j, int u, const float (&f)[N]) {
-#pragma unroll
-      for (int i = 0; i < N; ++i) kept[j][i] = f[i];
-      accumulate(j, u, f);
-    });
+    load_units<T, N>(kept, x, threadIdx.x, units);
+    visit_units<T, N>(kept, threadIdx.x, units, accumulate);
   } else {
     for_row_units<T, N>(x, threadIdx.x, units, accumulate);
   }
@@ -507,11 +521,7 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
     Q::template store<N>(o + static_cast<int64_t>(u) * N, v);
   };
   if constexpr (kResident) {
-#pragma unroll
-    for (int j = 0; j < kUnits; ++j) {
-      const int u = threadIdx.x + j * blockDim.x;
-      if (u < units) quantise(j, u, kept[j]);
-    }
+    visit_units<T, N>(kept, threadIdx.x, units, quantise);
   } else {
     for_row_units<T, N>(x, threadIdx.x, units, quantise);
   }
