@@ -273,5 +273,86 @@ void rotary_embedding_cuda(
     bool is_neox,
     int64_t rope_dim_offset,
     bool inverse);
+// Quantization (csrc/quantization/; validation shared by every backend and
+// the fake: quant_check.h). Input [..., H] float32/float16/bfloat16, rows =
+// the leading dims (one row stride), last dim contiguous; scales float32,
+// zero points int32. Every quotient x / scale is an IEEE float32 division.
+//
+// stableops::static_scaled_fp8_quant(Tensor! result, Tensor input,
+//     Tensor scale, int[]? group_shape=None) -> ()
+//   result float8_e4m3fn (MAX 448) or float8_e4m3fnuz (MAX 240):
+//   q = fp8(clamp(x / scale, -MAX, MAX)), bit-exact with torch's conversion.
+//   scale: one element (per-tensor); without group_shape also [T, 1]
+//   (per-token) or [1, H] (per-channel); with group_shape [gm, gn] (-1 = the
+//   whole dim) [ceil(T/gm), ceil(H/gn)], one scale per gm x gn block.
+// stableops::dynamic_scaled_fp8_quant(Tensor! result, Tensor input,
+//     Tensor! scale) -> ()
+//   scale[0] = max(amax(|input|) / MAX, 1 / (MAX * 512)) (NaN if the input
+//   holds a NaN), then quantised with it.
+// stableops::dynamic_per_token_scaled_fp8_quant(Tensor! result, Tensor input,
+//     Tensor! scale, Tensor? scale_ub) -> ()
+//   scale [T, 1]: per row max(min(amax_row, scale_ub) / MAX, 1 / (MAX*512)).
+// stableops::static_scaled_int8_quant(Tensor! result, Tensor input,
+//     Tensor scale, Tensor? azp) -> ()
+//   result int8: q = sat(rne(x / scale) + azp), scale and azp one element.
+// stableops::dynamic_scaled_int8_quant(Tensor! result, Tensor input,
+//     Tensor! scale, Tensor!? azp) -> ()
+//   per row: symmetric s = amax_row / 127; asymmetric (azp [T, 1] given)
+//   s = (max - min) / 255, azp = rne(-128 - min / s); a row with s == 0 is
+//   all zeros (azp 0). int8_quant_cpu.cpp spells out rne, sat and NaN.
+// ---------------------------------------------------------------------------
+
+void static_scaled_fp8_quant_cpu(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    const torch::stable::Tensor& scale,
+    std::optional<std::vector<int64_t>> group_shape);
+void static_scaled_fp8_quant_cuda(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    const torch::stable::Tensor& scale,
+    std::optional<std::vector<int64_t>> group_shape);
+
+void dynamic_scaled_fp8_quant_cpu(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    torch::stable::Tensor& scale);
+void dynamic_scaled_fp8_quant_cuda(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    torch::stable::Tensor& scale);
+
+void dynamic_per_token_scaled_fp8_quant_cpu(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    torch::stable::Tensor& scale,
+    std::optional<torch::stable::Tensor> scale_ub);
+void dynamic_per_token_scaled_fp8_quant_cuda(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    torch::stable::Tensor& scale,
+    std::optional<torch::stable::Tensor> scale_ub);
+
+void static_scaled_int8_quant_cpu(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    const torch::stable::Tensor& scale,
+    std::optional<torch::stable::Tensor> azp);
+void static_scaled_int8_quant_cuda(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    const torch::stable::Tensor& scale,
+    std::optional<torch::stable::Tensor> azp);
+
+void dynamic_scaled_int8_quant_cpu(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    torch::stable::Tensor& scale,
+    std::optional<torch::stable::Tensor> azp);
+void dynamic_scaled_int8_quant_cuda(
+    torch::stable::Tensor& result,
+    const torch::stable::Tensor& input,
+    torch::stable::Tensor& scale,
+    std::optional<torch::stable::Tensor> azp);
 
 } // namespace stableops

@@ -49,6 +49,22 @@ STABLE_TORCH_LIBRARY_FRAGMENT(stableops, m) {
       "rotary_embedding(Tensor positions, Tensor! query, Tensor!? key, "
       "int head_size, Tensor cos_sin_cache, bool is_neox, "
       "int rope_dim_offset=0, bool inverse=False) -> ()");
+  // Quantization (csrc/quantization/).
+  m.def(
+      "static_scaled_fp8_quant(Tensor! result, Tensor input, Tensor scale, "
+      "int[]? group_shape=None) -> ()");
+  m.def(
+      "dynamic_scaled_fp8_quant(Tensor! result, Tensor input, Tensor! scale) "
+      "-> ()");
+  m.def(
+      "dynamic_per_token_scaled_fp8_quant(Tensor! result, Tensor input, "
+      "Tensor! scale, Tensor? scale_ub) -> ()");
+  m.def(
+      "static_scaled_int8_quant(Tensor! result, Tensor input, Tensor scale, "
+      "Tensor? azp) -> ()");
+  m.def(
+      "dynamic_scaled_int8_quant(Tensor! result, Tensor input, Tensor! scale, "
+      "Tensor!? azp) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(stableops, CPU, m) {
@@ -78,6 +94,21 @@ STABLE_TORCH_LIBRARY_IMPL(stableops, CPU, m) {
   m.impl("gelu_fast", TORCH_BOX(&stableops::gelu_fast_cpu));
   m.impl("gelu_quick", TORCH_BOX(&stableops::gelu_quick_cpu));
   m.impl("rotary_embedding", TORCH_BOX(&stableops::rotary_embedding_cpu));
+  m.impl(
+      "static_scaled_fp8_quant",
+      TORCH_BOX(&stableops::static_scaled_fp8_quant_cpu));
+  m.impl(
+      "dynamic_scaled_fp8_quant",
+      TORCH_BOX(&stableops::dynamic_scaled_fp8_quant_cpu));
+  m.impl(
+      "dynamic_per_token_scaled_fp8_quant",
+      TORCH_BOX(&stableops::dynamic_per_token_scaled_fp8_quant_cpu));
+  m.impl(
+      "static_scaled_int8_quant",
+      TORCH_BOX(&stableops::static_scaled_int8_quant_cpu));
+  m.impl(
+      "dynamic_scaled_int8_quant",
+      TORCH_BOX(&stableops::dynamic_scaled_int8_quant_cpu));
 }
 
 #ifdef STABLEOPS_WITH_GPU
@@ -103,6 +134,21 @@ STABLE_TORCH_LIBRARY_IMPL(stableops, CUDA, m) {
   m.impl("gelu_fast", TORCH_BOX(&stableops::gelu_fast_cuda));
   m.impl("gelu_quick", TORCH_BOX(&stableops::gelu_quick_cuda));
   m.impl("rotary_embedding", TORCH_BOX(&stableops::rotary_embedding_cuda));
+  m.impl(
+      "static_scaled_fp8_quant",
+      TORCH_BOX(&stableops::static_scaled_fp8_quant_cuda));
+  m.impl(
+      "dynamic_scaled_fp8_quant",
+      TORCH_BOX(&stableops::dynamic_scaled_fp8_quant_cuda));
+  m.impl(
+      "dynamic_per_token_scaled_fp8_quant",
+      TORCH_BOX(&stableops::dynamic_per_token_scaled_fp8_quant_cuda));
+  m.impl(
+      "static_scaled_int8_quant",
+      TORCH_BOX(&stableops::static_scaled_int8_quant_cuda));
+  m.impl(
+      "dynamic_scaled_int8_quant",
+      TORCH_BOX(&stableops::dynamic_scaled_int8_quant_cuda));
 }
 
 STABLE_TORCH_LIBRARY_FRAGMENT(stableops_cuda_utils, m) {

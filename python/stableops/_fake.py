@@ -152,6 +152,11 @@ VALIDATED_BY_KERNEL: tuple[str, ...] = (
     "stableops::gelu_fast",
     "stableops::gelu_quick",
     "stableops::rotary_embedding",
+    "stableops::static_scaled_fp8_quant",
+    "stableops::dynamic_scaled_fp8_quant",
+    "stableops::dynamic_per_token_scaled_fp8_quant",
+    "stableops::static_scaled_int8_quant",
+    "stableops::dynamic_scaled_int8_quant",
 )
 
 #: Operators whose fake is written out here.
