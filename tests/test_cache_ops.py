@@ -91,6 +91,14 @@ def make_slots(n: int, num_slots: int, gen: torch.Generator, skip_every: int = 4
     return slots
 
 
+def random_cache(shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
+    """A cache full of garbage: random bytes for FP8 (NaNs included), else
+    random values."""
+    if dtype.itemsize == 1:
+        return torch.randint(0, 255, shape, generator=g, dtype=torch.uint8).view(dtype)
+    return torch.randn(shape, generator=g).to(dtype)
+
+
 def scale_tensor(v: float, device: str = "cpu") -> torch.Tensor:
     return torch.tensor([v], dtype=torch.float32, device=device)
 
@@ -125,10 +133,7 @@ def flash_inputs(
     if layout == "fused":
         qkv = (torch.randn(t, 3, h, d, generator=g) * 3).to(dtype)
         key, value = qkv[:, 1], qkv[:, 2]
-        if cache_dtype.itemsize != 1:
-            both = torch.randn(nb, 2, bs, h, d, generator=g).to(cache_dtype)
-        else:
-            both = torch.randint(0, 255, (nb, 2, bs, h, d), generator=g, dtype=torch.uint8).view(cache_dtype)
+        both = random_cache((nb, 2, bs, h, d), cache_dtype, g)
         key_cache, value_cache = both[:, 0], both[:, 1]
     else:
         pad = 3 if layout == "strided" else 0
@@ -136,10 +141,7 @@ def flash_inputs(
         value = (torch.randn(t, h, d + pad, generator=g) * 3).to(dtype)[..., :d]
 
         def cache() -> torch.Tensor:
-            if cache_dtype.itemsize == 1:
-                c = torch.randint(0, 255, (nb * bs * h * (d + pad) + pad,), generator=g, dtype=torch.uint8).view(cache_dtype)
-            else:
-                c = torch.randn(nb * bs * h * (d + pad) + pad, generator=g).to(cache_dtype)
+            c = random_cache((nb * bs * h * (d + pad) + pad,), cache_dtype, g)
             return c[pad:].view(nb, bs, h, d + pad)[..., :d]
 
         key_cache, value_cache = cache(), cache()
@@ -345,10 +347,7 @@ def mla_inputs(
         fused = (torch.randn(t, w + 8, generator=g) * 3).to(dtype)
         kv_c, k_pe = fused[:, off : off + lora], fused[:, off + lora : off + w]
     pad = 0 if layout == "contiguous" else 5
-    if cache_dtype.itemsize == 1:
-        raw = torch.randint(0, 255, (nb, bs, w + pad), generator=g, dtype=torch.uint8).view(cache_dtype)
-    else:
-        raw = torch.randn(nb, bs, w + pad, generator=g).to(cache_dtype)
+    raw = random_cache((nb, bs, w + pad), cache_dtype, g)
     return {
         "kv_c": kv_c,
         "k_pe": k_pe,
