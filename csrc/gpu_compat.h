@@ -64,6 +64,15 @@ __host__ __device__ inline __hip_bfloat162 stableops_floats2bfloat162_rn(
 #define cudaGetDeviceCount hipGetDeviceCount
 #define cudaDeviceGetAttribute hipDeviceGetAttribute
 #define cudaHostGetDevicePointer hipHostGetDevicePointer
+// KV-cache ops (csrc/cache/swap_blocks.cu): async copies, pinned-ness.
+using cudaMemcpyKind = hipMemcpyKind;
+using cudaPointerAttributes = hipPointerAttribute_t;
+#define cudaMemcpyAsync hipMemcpyAsync
+#define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define cudaMemcpyHostToDevice hipMemcpyHostToDevice
+#define cudaPointerGetAttributes hipPointerGetAttributes
+#define cudaMemoryTypeHost hipMemoryTypeHost
 
 // Wavefront size of the compile target (64 on CDNA/MI-series, 32 on RDNA).
 #if defined(__GFX10__) || defined(__GFX11__) || defined(__GFX12__)

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include <torch/csrc/stable/tensor.h>
 
@@ -354,5 +355,89 @@ void dynamic_scaled_int8_quant_cuda(
     const torch::stable::Tensor& input,
     torch::stable::Tensor& scale,
     std::optional<torch::stable::Tensor> azp);
+// KV-cache ops: namespace stableops_cache_ops (vLLM's _C_cache_ops).
+// Validation shared by every backend and the fakes: csrc/cache/cache_check.h.
+// Slots: slot_mapping is int64 [T'], T' <= T (source rows past T' are
+// padding, never read); slot -1 skips the token; slot s writes block
+// s // block_size, offset s % block_size. A slot < -1 or >= num_blocks *
+// block_size raises on the CPU (before anything is written) and is skipped
+// on the GPU (never written outside the cache; no host sync to check).
+// kv_cache_dtype: "auto" (the cache has the source dtype; the bytes are
+// copied, scales not read) or "fp8" / "fp8_e4m3" (a uint8 cache holds e4m3fn
+// bits, a float8_e4m3fn / float8_e4m3fnuz cache names its format; the stored
+// value is fp8(clamp(x.float() / scale, -MAX, MAX)), an IEEE float32
+// division, bit-equal to torch's conversion); scales are one-element float32
+// tensors on the device of the data, validated in every mode.
+// ---------------------------------------------------------------------------
+
+// stableops_cache_ops::reshape_and_cache_flash(Tensor key, Tensor value,
+//     Tensor! key_cache, Tensor! value_cache, Tensor slot_mapping,
+//     str kv_cache_dtype, Tensor k_scale, Tensor v_scale) -> ()
+//   key, value: [T, H, D] float32/float16/bfloat16, last dim contiguous,
+//     token and head strides free (e.g. views of a fused QKV tensor);
+//   key_cache, value_cache: [num_blocks, block_size, H, D], last dim
+//     contiguous, other strides free (e.g. views of one
+//     [num_blocks, 2, block_size, H, D] tensor).
+void reshape_and_cache_flash_cpu(
+    const torch::stable::Tensor& key,
+    const torch::stable::Tensor& value,
+    torch::stable::Tensor& key_cache,
+    torch::stable::Tensor& value_cache,
+    const torch::stable::Tensor& slot_mapping,
+    const std::string& kv_cache_dtype,
+    const torch::stable::Tensor& k_scale,
+    const torch::stable::Tensor& v_scale);
+void reshape_and_cache_flash_cuda(
+    const torch::stable::Tensor& key,
+    const torch::stable::Tensor& value,
+    torch::stable::Tensor& key_cache,
+    torch::stable::Tensor& value_cache,
+    const torch::stable::Tensor& slot_mapping,
+    const std::string& kv_cache_dtype,
+    const torch::stable::Tensor& k_scale,
+    const torch::stable::Tensor& v_scale);
+
+// stableops_cache_ops::concat_and_cache_mla(Tensor kv_c, Tensor k_pe,
+//     Tensor! kv_cache, Tensor slot_mapping, str kv_cache_dtype,
+//     Tensor scale) -> ()
+//   kv_c [T, L], k_pe [T, R] (one dtype, last dim contiguous, row strides
+//   free); kv_cache [num_blocks, block_size, L + R] (last dim contiguous):
+//   each slot receives cat(kv_c[t], k_pe[t]).
+void concat_and_cache_mla_cpu(
+    const torch::stable::Tensor& kv_c,
+    const torch::stable::Tensor& k_pe,
+    torch::stable::Tensor& kv_cache,
+    const torch::stable::Tensor& slot_mapping,
+    const std::string& kv_cache_dtype,
+    const torch::stable::Tensor& scale);
+void concat_and_cache_mla_cuda(
+    const torch::stable::Tensor& kv_c,
+    const torch::stable::Tensor& k_pe,
+    torch::stable::Tensor& kv_cache,
+    const torch::stable::Tensor& slot_mapping,
+    const std::string& kv_cache_dtype,
+    const torch::stable::Tensor& scale);
+
+// stableops_cache_ops::swap_blocks(Tensor src, Tensor! dst,
+//     int block_size_in_bytes, Tensor block_mapping) -> ()
+//   For each row (s, d) of block_mapping (int64 [N, 2], on the CPU), copies
+//   the first block_size_in_bytes bytes of block src[s] to block dst[d]
+//   (blocks along dim 0; src and dst of one dtype and block shape, blocks
+//   contiguous, 0 < block_size_in_bytes <= the bytes of one block and each
+//   block stride), in order. CPU kernel: CPU -> CPU. CUDA kernel (picked by
+//   the dispatcher whenever src or dst is on a GPU): GPU -> GPU on one
+//   device, pinned CPU -> GPU, GPU -> pinned CPU, on the current stream.
+//   Block indices out of range, pageable host memory: RuntimeError before
+//   anything is copied.
+void swap_blocks_cpu(
+    const torch::stable::Tensor& src,
+    torch::stable::Tensor& dst,
+    int64_t block_size_in_bytes,
+    const torch::stable::Tensor& block_mapping);
+void swap_blocks_cuda(
+    const torch::stable::Tensor& src,
+    torch::stable::Tensor& dst,
+    int64_t block_size_in_bytes,
+    const torch::stable::Tensor& block_mapping);
 
 } // namespace stableops

@@ -166,3 +166,44 @@ STABLE_TORCH_LIBRARY_IMPL(stableops_cuda_utils, CompositeExplicitAutograd, m) {
       TORCH_BOX(&stableops::get_max_shared_memory_per_block_device_attribute));
 }
 #endif // STABLEOPS_WITH_GPU
+
+// ---------------------------------------------------------------------------
+// stableops_cache_ops: the KV-cache ops (vLLM's _C_cache_ops), csrc/cache/.
+// swap_blocks has a CPU kernel (CPU -> CPU) and a CUDA kernel: vLLM
+// registers only CUDA, but the dispatcher picks CUDA whenever src or dst is
+// a CUDA tensor (block_mapping lives on the CPU), so the CPU kernel only
+// adds the all-CPU case (and gives the fake its validation, as for every
+// op).
+// ---------------------------------------------------------------------------
+STABLE_TORCH_LIBRARY_FRAGMENT(stableops_cache_ops, m) {
+  m.def(
+      "reshape_and_cache_flash(Tensor key, Tensor value, Tensor! key_cache, "
+      "Tensor! value_cache, Tensor slot_mapping, str kv_cache_dtype, "
+      "Tensor k_scale, Tensor v_scale) -> ()");
+  m.def(
+      "concat_and_cache_mla(Tensor kv_c, Tensor k_pe, Tensor! kv_cache, "
+      "Tensor slot_mapping, str kv_cache_dtype, Tensor scale) -> ()");
+  m.def(
+      "swap_blocks(Tensor src, Tensor! dst, int block_size_in_bytes, "
+      "Tensor block_mapping) -> ()");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(stableops_cache_ops, CPU, m) {
+  m.impl(
+      "reshape_and_cache_flash",
+      TORCH_BOX(&stableops::reshape_and_cache_flash_cpu));
+  m.impl(
+      "concat_and_cache_mla", TORCH_BOX(&stableops::concat_and_cache_mla_cpu));
+  m.impl("swap_blocks", TORCH_BOX(&stableops::swap_blocks_cpu));
+}
+
+#ifdef STABLEOPS_WITH_GPU
+STABLE_TORCH_LIBRARY_IMPL(stableops_cache_ops, CUDA, m) {
+  m.impl(
+      "reshape_and_cache_flash",
+      TORCH_BOX(&stableops::reshape_and_cache_flash_cuda));
+  m.impl(
+      "concat_and_cache_mla", TORCH_BOX(&stableops::concat_and_cache_mla_cuda));
+  m.impl("swap_blocks", TORCH_BOX(&stableops::swap_blocks_cuda));
+}
+#endif // STABLEOPS_WITH_GPU

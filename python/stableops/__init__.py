@@ -24,7 +24,11 @@ __all__ = ["LIBRARY_FILENAME", "__version__", "NAMESPACES", "library_path", "loa
 LIBRARY_FILENAME = "_C.abi3.so"
 
 #: Operator namespaces owned by the library (the second only in GPU builds).
-NAMESPACES = ("stableops", "stableops_cuda_utils")
+NAMESPACES = (
+    "stableops",
+    "stableops_cuda_utils",
+    "stableops_cache_ops",  # KV-cache ops (vLLM's _C_cache_ops), every build
+)
 
 _lock = threading.Lock()
 _loaded_path: str | None = None

@@ -93,10 +93,11 @@ def _validated_by_kernel(qualname: str) -> Callable[..., None]:
     ns, name = qualname.split("::")
     overload = getattr(getattr(torch.ops, ns), name).default
     arg_names = [a.name for a in overload._schema.arguments]
+    check_devices = _DEVICE_RULES.get(qualname, _check_devices)
 
     def fake(*args: Any, **kwargs: Any) -> None:
         named = list(zip(arg_names, args)) + [(k, v) for k, v in kwargs.items()]
-        _check_devices(name, named)
+        check_devices(name, named)
         from torch._subclasses.fake_tensor import unset_fake_temporarily
 
         try:
@@ -109,6 +110,28 @@ def _validated_by_kernel(qualname: str) -> Callable[..., None]:
 
     fake.__name__ = f"{name}_fake"
     return fake
+
+
+def _swap_blocks_devices(op: str, named: list[tuple[str, Any]]) -> None:
+    """stableops::check_swap_blocks' device rule (csrc/cache/cache_check.cpp):
+    block_mapping on the CPU; src and dst each on the CPU or a GPU, one GPU if
+    both are. Same order and messages as the C++ check."""
+    args = dict(named)
+    mapping, src, dst = args["block_mapping"], args["src"], args["dst"]
+    if mapping.device.type != "cpu":
+        raise RuntimeError(f"{op}: block_mapping must be a cpu tensor, got {mapping.device}")
+    for arg in ("src", "dst"):
+        if args[arg].device.type not in ("cpu", "cuda"):
+            raise RuntimeError(f"{op}: {arg} must be a cpu or cuda tensor, got {args[arg].device}")
+    if src.device.type == dst.device.type == "cuda" and src.device != dst.device:
+        raise RuntimeError(f"{op}: src ({src.device}) and dst ({dst.device}) must be on the same GPU")
+
+
+#: Ops whose tensors may sit on different devices: their own device rule
+#: replaces _check_devices (the C++ check skips devices on meta tensors).
+_DEVICE_RULES: dict[str, Callable[[str, list[tuple[str, Any]]], None]] = {
+    "stableops_cache_ops::swap_blocks": _swap_blocks_devices,
+}
 
 
 def _get_cuda_view_from_cpu_tensor_fake(cpu_tensor: torch.Tensor) -> torch.Tensor:
@@ -157,6 +180,9 @@ VALIDATED_BY_KERNEL: tuple[str, ...] = (
     "stableops::dynamic_per_token_scaled_fp8_quant",
     "stableops::static_scaled_int8_quant",
     "stableops::dynamic_scaled_int8_quant",
+    "stableops_cache_ops::reshape_and_cache_flash",
+    "stableops_cache_ops::concat_and_cache_mla",
+    "stableops_cache_ops::swap_blocks",
 )
 
 #: Operators whose fake is written out here.

@@ -337,3 +337,77 @@ def dynamic_scaled_int8_quant(
     zero. A NaN in a row gives it a NaN scale, ``q`` 0 and ``azp`` 0.
     """
     torch.ops.stableops.dynamic_scaled_int8_quant.default(result, input, scale, azp)
+# ---------------------------------------------------------------------------
+# KV-cache ops (torch.ops.stableops_cache_ops, vLLM's _C_cache_ops). In place
+# by nature (they write into a cache the caller owns): no functional forms.
+# ---------------------------------------------------------------------------
+__all__ += ["concat_and_cache_mla", "reshape_and_cache_flash", "swap_blocks"]
+
+
+def reshape_and_cache_flash(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    kv_cache_dtype: str,
+    k_scale: torch.Tensor,
+    v_scale: torch.Tensor,
+) -> None:
+    """Write each token's key and value into its cache slot (in place).
+
+    Args:
+        key / value: ``[T, H, D]`` float32, float16 or bfloat16, last dim
+            contiguous (token and head strides free, e.g. views of a fused QKV).
+        key_cache / value_cache: ``[num_blocks, block_size, H, D]``, last dim
+            contiguous; the dtype of ``key`` for ``"auto"``, else uint8
+            (e4m3fn bits), float8_e4m3fn or float8_e4m3fnuz.
+        slot_mapping: int64 ``[T']``, ``T' <= T`` (rows past ``T'`` are
+            padding). Slot ``-1`` skips the token; slot ``s`` is block
+            ``s // block_size``, offset ``s % block_size``. Out-of-range
+            slots raise on the CPU and are skipped on the GPU.
+        kv_cache_dtype: ``"auto"`` (bytes copied) or ``"fp8"``/``"fp8_e4m3"``
+            (stores ``fp8(x.float() / scale)`` clamped to the format's range).
+        k_scale / v_scale: one-element float32 tensors on the data's device
+            (not read with ``"auto"``).
+    """
+    torch.ops.stableops_cache_ops.reshape_and_cache_flash.default(
+        key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale
+    )
+
+
+def concat_and_cache_mla(
+    kv_c: torch.Tensor,
+    k_pe: torch.Tensor,
+    kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    kv_cache_dtype: str,
+    scale: torch.Tensor,
+) -> None:
+    """Write ``cat(kv_c[t], k_pe[t])`` into each token's slot of an MLA cache.
+
+    ``kv_c`` is ``[T, L]``, ``k_pe`` ``[T, R]`` (one dtype, last dim
+    contiguous), ``kv_cache`` ``[num_blocks, block_size, L + R]``; slots,
+    ``kv_cache_dtype`` and ``scale`` as in :func:`reshape_and_cache_flash`.
+    """
+    torch.ops.stableops_cache_ops.concat_and_cache_mla.default(
+        kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, scale
+    )
+
+
+def swap_blocks(
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    block_size_in_bytes: int,
+    block_mapping: torch.Tensor,
+) -> None:
+    """Copy the first ``block_size_in_bytes`` bytes of block ``src[s]`` to
+    block ``dst[d]`` for each row ``(s, d)`` of ``block_mapping`` (int64
+    ``[N, 2]`` on the CPU), in order.
+
+    Blocks are along dim 0; ``src`` and ``dst`` have one dtype and block
+    shape. GPU <-> GPU (one device), pinned CPU <-> GPU and CPU <-> CPU, on
+    the current stream. Indices out of range and pageable host memory raise
+    before anything is copied.
+    """
+    torch.ops.stableops_cache_ops.swap_blocks.default(src, dst, block_size_in_bytes, block_mapping)
