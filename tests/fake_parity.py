@@ -16,11 +16,14 @@ import torch
 
 def decision(call: Callable[[], Any]) -> str | None:
     """None if the call is accepted, else the first line of its RuntimeError,
-    with addresses masked (a fake tensor's data pointer is not the real one)."""
+    with addresses masked (a fake tensor's data pointer is not the real one)
+    and the "function, file:line, " prefix some torch versions put before a
+    C++ check's message dropped (the fake's device check is Python's)."""
     try:
         call()
     except RuntimeError as e:
-        return re.sub(r"0x[0-9a-f]+", "0x?", str(e).splitlines()[0])
+        line = re.sub(r"^[\w:~<>]+, [\w/.+-]+:\d+, ", "", str(e).splitlines()[0])
+        return re.sub(r"0x[0-9a-f]+", "0x?", line)
     return None
 
 

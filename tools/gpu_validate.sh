@@ -10,6 +10,8 @@
 #   bench:NAME   benchmarks/NAME.py --json=OUTDIR/bench_NAME.json [FLAGS,
 #                comma-separated]
 # Logs and JSON go to OUTDIR. Exits non-zero if the tests failed.
+# GPU_VALIDATE_TEST_TIMEOUT / GPU_VALIDATE_BENCH_TIMEOUT (seconds, default
+# 1800 / 900) bound each step.
 set -uo pipefail
 wheel=${1:?usage: tools/gpu_validate.sh WHEEL OUTDIR [tests] [bench:NAME[:FLAGS]]...}
 out=${2:?usage: tools/gpu_validate.sh WHEEL OUTDIR [tests] [bench:NAME[:FLAGS]]...}
@@ -42,7 +44,8 @@ print("\n".join("tests/" + f for f in re.findall(r'"(test_[^"]+\.py)"', block)))
 PY
 )
       echo "pytest: ${files[*]}"
-      (cd tests && python3 -m pytest -q -rs -p no:cacheprovider --durations=15 "${files[@]#tests/}") 2>&1 |
+      (cd tests && timeout "${GPU_VALIDATE_TEST_TIMEOUT:-1800}" python3 -m pytest -q -rs -p no:cacheprovider \
+        --durations=15 "${files[@]#tests/}") 2>&1 |
         tee "$out/pytest.log" | tail -40
       ((PIPESTATUS[0] == 0)) || status=1
       ;;
@@ -52,7 +55,7 @@ PY
       flags=()
       [[ $spec == *:* ]] && IFS=, read -r -a flags <<<"${spec#*:}"
       echo "=== benchmark $name ${flags[*]}"
-      (cd benchmarks && timeout 540 python3 "$name.py" --json="$out/bench_$name.json" "${flags[@]}") 2>&1 |
+      (cd benchmarks && timeout "${GPU_VALIDATE_BENCH_TIMEOUT:-900}" python3 "$name.py" --json="$out/bench_$name.json" "${flags[@]}") 2>&1 |
         tee "$out/bench_$name.log" | tail -60
       ;;
     *)
