@@ -56,6 +56,7 @@ __host__ __device__ inline __hip_bfloat162 stableops_floats2bfloat162_rn(
 // differently from CUDA (cudaDevAttrMaxSharedMemoryPerBlockOptin).
 #define cudaDevAttrMaxSharedMemoryPerBlockOptin \
   hipDeviceAttributeSharedMemPerBlockOptin
+#define cudaDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 
 // Functions.
 #define cudaGetLastError hipGetLastError
@@ -138,6 +139,9 @@ using stableops_bf162 = __nv_bfloat162;
 // run time in the torch GPU library already loaded into the process.
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <atomic>
+
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
 namespace stableops {
@@ -164,6 +168,22 @@ inline void* current_gpu_stream(int32_t device_index) {
       "stableops: aoti_torch_get_current_cuda_stream failed for device ",
       device_index);
   return stream;
+}
+
+// Multiprocessors (compute units) of `device`: asked once per device, then
+// cached (immutable; thread safe).
+inline int multiprocessor_count(int device) {
+  static std::atomic<int> cache[64];
+  const bool cacheable = device >= 0 && device < 64;
+  if (cacheable) {
+    const int cached = cache[device].load(std::memory_order_relaxed);
+    if (cached > 0) return cached;
+  }
+  int count = 0;
+  STABLEOPS_GPU_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  count = std::max(count, 1);
+  if (cacheable) cache[device].store(count, std::memory_order_relaxed);
+  return count;
 }
 
 }  // namespace stableops

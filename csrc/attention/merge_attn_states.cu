@@ -20,9 +20,9 @@
 //     block is a 2-D tile of [rows_per_block x packs_per_row] threads so
 //     every row starts on a thread-x boundary and (t, h) is computed once per
 //     row, not per element;
-//   * rows are numbered head-major (row = h * T + t): the rows of a block
-//     share a head and read consecutive entries of the [H, T] LSE tensors,
-//     so those loads are coalesced instead of one 32-byte sector per row;
+//   * a grid of at most as many blocks as the GPU holds at once, each
+//     looping over row tiles (grid stride): no tail of partial waves, no
+//     cost of scheduling thousands of short blocks;
 //   * both LSEs of a row are read by every thread of the row from the same
 //     address (one memory transaction per warp, L1 broadcast), so there is
 //     no shared memory and no __syncthreads;
@@ -36,6 +36,7 @@
 //   * exactly one kernel launch on the tensor's current stream, no host
 //     synchronisation, no allocation -> CUDA-graph capturable.
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -77,7 +78,7 @@ struct MergeParams {
   const float* suffix_lse;
   const float* out_scale;  // FP8 output only
   uint32_t num_rows;       // T * H
-  uint32_t num_tokens;     // T
+  uint32_t num_heads;      // H
   uint32_t merge_tokens;   // tokens >= this take the suffix unchanged
   uint32_t packs_per_row;  // D / elements per pack
   // Value strides in elements (dims 0 and 1; dim 2 is contiguous).
@@ -131,19 +132,15 @@ __device__ __forceinline__ void* out_row(const MergeParams& p, uint32_t t, uint3
   return static_cast<O*>(p.out) + t * p.out_s0 + h * p.out_s1;
 }
 
-// blockDim = (packs_x, rows_y): thread (x, y) of block b handles row
-// b * rows_y + y (head-major: row = h * T + t), packs x, x + packs_x, ... of it.
+// One row: thread x of the row's threads handles packs x, x + blockDim.x, ...
 template <typename T, typename Out>
-__global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
-    merge_attn_states_kernel(const MergeParams p) {
+__device__ __forceinline__ void merge_row(const MergeParams& p, uint32_t row) {
   constexpr int N = Pack<T>::kElems;
   constexpr float kPosInf = INFINITY;
   constexpr float kNegInf = -INFINITY;
 
-  const uint32_t row = blockIdx.x * blockDim.y + threadIdx.y;
-  if (row >= p.num_rows) return;
-  const uint32_t h = row / p.num_tokens;
-  const uint32_t t = row - h * p.num_tokens;
+  const uint32_t t = row / p.num_heads;
+  const uint32_t h = row - t * p.num_heads;
   const float scale = Out::kSame ? 1.0f : *p.out_scale;
   void* dst = out_row<T, Out>(p, t, h);
   const uint4* src_s = reinterpret_cast<const uint4*>(
@@ -205,8 +202,24 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
   }
 }
 
+// blockDim = (packs_x, rows_y): thread (x, y) of block b handles rows
+// b * rows_y + y, then gridDim.x * rows_y further on, ...
 template <typename T, typename Out>
-void launch_merge(const MergeParams& params, cudaStream_t stream) {
+__global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
+    merge_attn_states_kernel(const MergeParams p) {
+  const uint32_t stride = gridDim.x * blockDim.y;
+  for (uint32_t row = blockIdx.x * blockDim.y + threadIdx.y; row < p.num_rows; row += stride) {
+    merge_row<T, Out>(p, row);
+  }
+}
+
+// Blocks the GPU holds at once: its multiprocessors x the blocks each holds.
+int resident_blocks(int32_t device) {
+  return multiprocessor_count(device) * (2048 / kBlockThreads);
+}
+
+template <typename T, typename Out>
+void launch_merge(const MergeParams& params, int32_t device, cudaStream_t stream) {
   const uint32_t packs_x =
       params.packs_per_row < static_cast<uint32_t>(kBlockThreads)
           ? params.packs_per_row
@@ -216,20 +229,21 @@ void launch_merge(const MergeParams& params, cudaStream_t stream) {
   // One row per thread row: faster at every benchmarked shape than two rows
   // per thread, whose extra registers cost occupancy (docs/PERFORMANCE.md).
   const uint64_t rows_per_block = rows_y;
+  const uint64_t tiles = (params.num_rows + rows_per_block - 1) / rows_per_block;
   const dim3 grid(static_cast<uint32_t>(
-      (params.num_rows + rows_per_block - 1) / rows_per_block));
+      std::min<uint64_t>(tiles, static_cast<uint64_t>(resident_blocks(device)))));
   merge_attn_states_kernel<T, Out><<<grid, block, 0, stream>>>(params);
   STABLEOPS_GPU_CHECK_LAUNCH();
 }
 
 template <typename T>
-void launch_for_output(const MergeParams& params, const MergeAttnStatesDims& dims, cudaStream_t stream) {
+void launch_for_output(const MergeParams& params, const MergeAttnStatesDims& dims, int32_t device, cudaStream_t stream) {
   if (!dims.fp8_output) {
-    launch_merge<T, SameOut<T>>(params, stream);
+    launch_merge<T, SameOut<T>>(params, device, stream);
   } else if (dims.fp8_format == fp8::Format::kE4M3FN) {
-    launch_merge<T, Fp8Out<T, fp8::Format::kE4M3FN>>(params, stream);
+    launch_merge<T, Fp8Out<T, fp8::Format::kE4M3FN>>(params, device, stream);
   } else {
-    launch_merge<T, Fp8Out<T, fp8::Format::kE4M3FNUZ>>(params, stream);
+    launch_merge<T, Fp8Out<T, fp8::Format::kE4M3FNUZ>>(params, device, stream);
   }
 }
 
@@ -279,7 +293,7 @@ void merge_attn_states_cuda(torch::stable::Tensor& output,
   params.suffix_lse = static_cast<const float*>(suffix_lse.data_ptr());
   params.out_scale = dims.fp8_output ? static_cast<const float*>(output_scale->data_ptr()) : nullptr;
   params.num_rows = static_cast<uint32_t>(num_rows);
-  params.num_tokens = static_cast<uint32_t>(dims.num_tokens);
+  params.num_heads = static_cast<uint32_t>(dims.num_heads);
   params.merge_tokens = static_cast<uint32_t>(dims.merge_tokens);
   params.packs_per_row = static_cast<uint32_t>(dims.head_size / pack_elems);
   params.out_s0 = output.stride(0);
@@ -302,13 +316,13 @@ void merge_attn_states_cuda(torch::stable::Tensor& output,
 
   switch (prefix_output.scalar_type()) {
     case torch::headeronly::ScalarType::Float:
-      launch_for_output<float>(params, dims, stream);
+      launch_for_output<float>(params, dims, device_index, stream);
       break;
     case torch::headeronly::ScalarType::Half:
-      launch_for_output<stableops_half>(params, dims, stream);
+      launch_for_output<stableops_half>(params, dims, device_index, stream);
       break;
     case torch::headeronly::ScalarType::BFloat16:
-      launch_for_output<stableops_bf16>(params, dims, stream);
+      launch_for_output<stableops_bf16>(params, dims, device_index, stream);
       break;
     default:
       STD_TORCH_CHECK(false, "merge_attn_states: unsupported dtype ",

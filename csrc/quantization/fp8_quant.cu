@@ -90,25 +90,8 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
   }
 }
 
-// Multiprocessors of `device` (cached; immutable).
-int sm_count(int device) {
-#if STABLEOPS_ROCM
-  constexpr cudaDeviceAttr kAttr = hipDeviceAttributeMultiprocessorCount;
-#else
-  constexpr cudaDeviceAttr kAttr = cudaDevAttrMultiProcessorCount;
-#endif
-  static std::atomic<int> cache[64];
-  const bool cacheable = device >= 0 && device < 64;
-  if (cacheable) {
-    const int cached = cache[device].load(std::memory_order_relaxed);
-    if (cached > 0) return cached;
-  }
-  int count = 0;
-  STABLEOPS_GPU_CHECK(cudaDeviceGetAttribute(&count, kAttr, device));
-  count = std::max(count, 1);
-  if (cacheable) cache[device].store(count, std::memory_order_relaxed);
-  return count;
-}
+// Multiprocessors of `device` (gpu_compat.h; cached).
+int sm_count(int device) { return multiprocessor_count(device); }
 
 }  // namespace
 
