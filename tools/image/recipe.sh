@@ -1,10 +1,12 @@
 # The build image, pinned: the one place where its package versions live.
 #
 # tools/bazel hashes this file together with tools/image/provision.sh; any
-# change to either provisions a new image (the old one is removed once the new
-# one is ready). Versions are exact: when Debian sid drops one, provisioning
+# change to either provisions a new image (older images but the previous one
+# are removed once the new one is ready). Versions are exact: when Debian sid drops one, provisioning
 # fails naming the package, and the fix is to bump it here.
-# shellcheck shell=bash disable=SC2034
+# shellcheck shell=bash disable=SC2034,SC2191
+# (SC2034: the arrays are read by provision.sh; SC2191: "name=version" entries
+# are literal package pins, not array assignments.)
 
 # Debian sid root file system (mmdebstrap --variant=apt).
 IMAGE_SUITE=sid
