@@ -31,6 +31,7 @@ def _cuda_repository_impl(rctx):
     if local:
         if not rctx.path(local + "/bin/nvcc").exists:
             fail("stableops: CUDA_PATH={} but {}/bin/nvcc does not exist; point CUDA_PATH at a CUDA 13 toolkit or unset it to use the pinned wheels".format(local, local))
+
         # buildifier: disable=print  # says which toolkit/torch the build uses: meant for the user
         print("stableops: using the local CUDA toolkit at {} (--repo_env=CUDA_PATH), not the pinned wheels".format(local))
         root = local

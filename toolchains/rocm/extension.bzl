@@ -72,6 +72,7 @@ def _rocm_repository_impl(rctx):
     if local:
         if not rctx.path(local + "/include/hip/hip_runtime.h").exists:
             fail("stableops: ROCM_PATH={} but {}/include/hip/hip_runtime.h does not exist; point ROCM_PATH at a ROCm installation (e.g. /opt/rocm) or unset it to use the build image's HIP packages".format(local, local))
+
         # buildifier: disable=print  # says which toolkit/torch the build uses: meant for the user
         print("stableops: using the local ROCm installation at {} (--repo_env=ROCM_PATH), not the build image's pinned HIP packages".format(local))
         llvm_bin = _first_existing(rctx, [local + "/lib/llvm/bin", local + "/llvm/bin"], "ROCm's clang (lib/llvm/bin/clang)")

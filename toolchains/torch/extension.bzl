@@ -172,6 +172,7 @@ def _torch_repository_impl(rctx):
     rctx.template("BUILD.bazel", rctx.attr._build_tpl, {
         "{target_version_hex}": target_hex,
     })
+
     # buildifier: disable=print  # says which toolkit/torch the build uses: meant for the user
     print("stableops: torch target {}; building against torch {} from {}; tests run under: {}{}".format(
         target,
