@@ -30,6 +30,10 @@ die() {
 # already inside its own mount namespace).
 if [[ ${1:-} == --hold ]]; then
   root=$2 state=$3
+  # The image's root a mount point of its own: bubblewrap (the remote
+  # execution workers' sandbox, tools/rbe) makes "/" a slave mount and
+  # pivot_roots, which fails with EINVAL on a root that is a plain directory.
+  mount --bind "$root" "$root"
   mount -t proc proc "$root/proc"
   mount --rbind /dev "$root/dev"
   mount --rbind /sys "$root/sys"

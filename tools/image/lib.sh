@@ -7,11 +7,14 @@ die() {
   exit 1
 }
 
-# The image's identity: the recipe and the script that realises it.
+# The image's identity: the recipe, the script that realises it and the lock
+# of its BuildGrid environment. Provisioning writes it into the image too
+# (/opt/stableops/image-id): remote-execution workers advertise it and the
+# execution platform asks for it (docs/REMOTE_EXECUTION.md).
 recipe_hash() {
   local dir
   dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-  cat "$dir/recipe.sh" "$dir/provision.sh" | sha256sum | cut -c1-16
+  cat "$dir/recipe.sh" "$dir/provision.sh" "$dir/buildgrid.lock" | sha256sum | cut -c1-16
 }
 
 # require_free_space DIR GIB: dies with a one-line message when DIR's file

@@ -78,11 +78,14 @@ check_mirror "$mirror" "$IMAGE_SUITE"
 rm -rf "$tmp"
 mkdir -p "$tmp"
 
-step "creating the $IMAGE_SUITE root file system (Bazel, compilers, Python): about 2 minutes"
+step "creating the $IMAGE_SUITE root file system (Bazel, compilers, Python, buildbox, PostgreSQL): about 3 minutes"
+# The setup hook keeps postgresql-common from creating a "main" cluster:
+# tools/rbe makes a throwaway one per engine.
 # shellcheck disable=SC2016  # "$1" is mmdebstrap's hook argument (the root)
 mmdebstrap --variant=apt --mode=root \
   --aptopt='Acquire::Check-Valid-Until "false"' \
   --include="$(IFS=,; echo "${IMAGE_PACKAGES[*]}")" \
+  --setup-hook='mkdir -p "$1/etc/postgresql-common/createcluster.d" && echo "create_main_cluster = false" >"$1/etc/postgresql-common/createcluster.d/stableops.conf"' \
   --customize-hook='rm -rf "$1"/usr/share/doc/* "$1"/usr/share/man/*' \
   "$IMAGE_SUITE" "$rootfs" "$mirror" >>"$log" 2>&1
 
@@ -119,6 +122,17 @@ for version in "${TORCH_RUNTIMES[@]}"; do
     sh -c "$VENV_PYTHON -m venv $venv && $venv/bin/pip install --disable-pip-version-check -q torch==$version ${VENV_PACKAGES[*]}" \
     >>"$log" 2>&1
 done
+
+step "creating the BuildGrid $BUILDGRID_VERSION virtual environment (hash-pinned: tools/image/buildgrid.lock)"
+mkdir -p "$rootfs/opt/stableops"
+cp "$here/buildgrid.lock" "$rootfs/opt/stableops/buildgrid.lock"
+enter --bind "$cache_root/pip:/root/.cache/pip" -- \
+  sh -c "$VENV_PYTHON -m venv $BUILDGRID_VENV && $BUILDGRID_VENV/bin/pip install --disable-pip-version-check -q --require-hashes --only-binary=:all: -r /opt/stableops/buildgrid.lock && $BUILDGRID_VENV/bin/bgd --help >/dev/null" \
+  >>"$log" 2>&1
+
+# The image's identity (its recipe hash), for remote-execution workers and
+# the execution platform that must match them.
+recipe_hash >"$rootfs/opt/stableops/image-id"
 
 # The provisioning namespace's holder would idle for a minute more: stop it.
 kill "$(cat "$tmp/ns/holder.pid" 2>/dev/null)" 2>/dev/null || true
