@@ -239,7 +239,8 @@ start_worker() {
   rm -f "$w/casd.sock"
   [[ $runner != bubblewrap ]] || install -m 755 "$workspace/tools/rbe/bwrap.sh" "$run/bin/bwrap"
   # Both keep retrying a lost server for about a minute (0.5 s, doubling),
-  # so a server restart does not take the workers down with it.
+  # so a server restart does not take the workers down with it; the worker
+  # also retries a busy server (RESOURCE_EXHAUSTED) instead of exiting.
   setsid "$workspace/tools/image/enter.sh" "$rootfs" "$ns" -- \
     buildbox-casd --cas-remote="http://127.0.0.1:$bgd_port" --bind="unix:$iw/casd.sock" \
     --cas-retry-limit=7 --cas-retry-delay=500 --log-level=info "$iw/cache" \
@@ -255,6 +256,7 @@ start_worker() {
     env PATH="$irun/bin:/usr/sbin:/usr/bin:/sbin:/bin" buildbox-worker \
     --bots-remote="http://127.0.0.1:$bgd_port" --cas-remote="unix:$iw/casd.sock" \
     --bots-retry-limit=7 --bots-retry-delay=500 \
+    --bots-retry-on-code=UNAVAILABLE --bots-retry-on-code=RESOURCE_EXHAUSTED \
     --buildbox-run="/usr/bin/buildbox-run-$runner" "${runner_args[@]}" \
     --platform OSFamily=linux --platform ISA=x86-64 --platform "stableops-image=$image_id" \
     --max-wait-time=10 --log-level=info "stableops-worker-$i" \
@@ -384,7 +386,12 @@ instances:
         storage: *cas
       - !bytestream
         storage: *cas
-thread-pool-size: 40
+# Every Execute call Bazel has open (--jobs, 32 under --config=rbe) holds a
+# server thread for the whole action, and the RPCs beyond the limit (which
+# is the thread-pool size) are refused: at 40, the workers' UpdateBotSession
+# got "Concurrent RPC limit exceeded" (RESOURCE_EXHAUSTED) and one worker
+# exited. Room for Bazel's streams, CAS transfers and the bots.
+thread-pool-size: 128
 YAML
     start_server
 
