@@ -83,9 +83,9 @@ cleanup() {
   if ((rc != 0)) || [[ -e $scratch/.failed ]]; then
     local keep="$cache/bazel/remote-exec-test-logs"
     rm -rf "$keep" && mkdir -p "$keep/engine"
-    cp "$scratch"/*.log "$scratch"/*.json "$keep"/ 2>/dev/null
+    cp "$scratch"/*.log "$scratch"/*.json "$scratch"/*.whl "$keep"/ 2>/dev/null
     [[ -n $run ]] && cp -r "$run/logs/." "$keep/engine/" 2>/dev/null
-    say "logs kept in $keep (Bazel's, execution logs, engine/)"
+    say "logs kept in $keep (Bazel's, execution logs, the wheels, engine/)"
   fi
   [[ -n $engine_started ]] && "$workspace/tools/rbe/engine.sh" stop --name "$engine"
   for i in "${!bases[@]}"; do
@@ -150,6 +150,7 @@ wheel_of() {
 sha_of() {
   local w
   w=$(wheel_of "$1") || fail "expected a wheel from the build in $1, found none"
+  cp "$w" "$scratch/$(basename "$1").whl"  # kept with the logs on a failure
   sha256sum "$w" | cut -d' ' -f1
 }
 
@@ -209,7 +210,7 @@ done
 run_step L-local-build "$clones/a" "$scratch/L" build //python:wheel --remote_cache= "$@"
 sum_local=$(sha_of "$scratch/L")
 say "wheel built remotely: $sum_remote; built locally: $sum_local"
-[[ $sum_remote == "$sum_local" ]] || fail "the remotely built wheel differs from the local one (tools/check_reproducible_wheel.sh lists differing entries the same way)"
+[[ $sum_remote == "$sum_local" ]] || fail "the remotely built wheel differs from the local one (both kept with the logs as A.whl and L.whl)"
 done_with "$clones/a" "$scratch/L"
 
 # --- B: another clone, served from the remote cache ------------------------
