@@ -387,11 +387,14 @@ instances:
       - !bytestream
         storage: *cas
 # Every Execute call Bazel has open (--jobs, 32 under --config=rbe) holds a
-# server thread for the whole action, and the RPCs beyond the limit (which
-# is the thread-pool size) are refused: at 40, the workers' UpdateBotSession
-# got "Concurrent RPC limit exceeded" (RESOURCE_EXHAUSTED) and one worker
-# exited. Room for Bazel's streams, CAS transfers and the bots.
+# server thread for the whole action, and RPCs beyond the concurrency limit
+# (by default the thread-pool size) are refused, not queued: Bazel's bursts of
+# CAS uploads (thousands of sysroot files) went past 40 and then past 128, the
+# workers' UpdateBotSession and casd's reads got "Concurrent RPC limit
+# exceeded" (RESOURCE_EXHAUSTED) and a worker exited. Threads enough for
+# Bazel's streams and the bots; everything else waits its turn.
 thread-pool-size: 128
+maximum-concurrent-rpcs: 4096
 YAML
     start_server
 
