@@ -45,12 +45,18 @@ def entries(path: str) -> Iterator[dict[str, Any]]:
         yield entry
 
 
+def cache_hit(e: dict[str, Any]) -> bool:
+    """Whether a spawn was answered from the remote cache (Bazel 7.7 writes
+    `cacheHit` and runner "remote cache hit"; older ones `remoteCacheHit`)."""
+    return bool(e.get("remoteCacheHit") or e.get("cacheHit") or e.get("runner") == "remote cache hit")
+
+
 def ran(path: str) -> list[tuple[str, str, str]]:
     """(mnemonic, label, first output) of every action that was not a remote cache hit."""
     return [
         (e.get("mnemonic", ""), e.get("targetLabel", ""), (e.get("listedOutputs") or [""])[0])
         for e in entries(path)
-        if not e.get("remoteCacheHit")
+        if not cache_hit(e)
     ]
 
 
@@ -100,7 +106,7 @@ def where(path: str, local_ok: str | None) -> int:
         spawns += 1
         runner = e.get("runner", "")
         label = e.get("targetLabel", "")
-        if e.get("remoteCacheHit"):
+        if cache_hit(e):
             hits += 1
         elif runner == "remote":
             remote += 1

@@ -159,10 +159,11 @@ sha_of() {
 # may not.
 where() {
   spawns=0 remote=0 hits=0 local=0 local_allowed=0
-  local name s r h l a
+  local name s r h l a counts
   for name in "$@"; do
-    read -r s r h l a < <(python3 "$workspace/tools/exec_log.py" where "$scratch/$name.json" --local-ok="$local_ok" 2>"$scratch/$name.where") ||
+    counts=$(python3 "$workspace/tools/exec_log.py" where "$scratch/$name.json" --local-ok="$local_ok" 2>"$scratch/$name.where") ||
       { cat "$scratch/$name.where" >&2; fail "$name: a spawn ran locally that must run remotely (listed above)"; }
+    read -r s r h l a <<<"$counts"
     spawns=$((spawns + s)) remote=$((remote + r)) hits=$((hits + h)) local=$((local + l)) local_allowed=$((local_allowed + a))
   done
 }
