@@ -154,6 +154,13 @@ def stable_py_test(name, srcs, main = None, deps = [], data = [], env = {}, tags
     //bazel:torch_runtime_older_than_target, so `bazel test` reports it
     SKIPPED (and names that constraint if asked to run it).
 
+    A test tagged `requires-gpu-*` (it tests the GPU of the machine it runs
+    on) is also tagged `no-remote`: it always runs on the machine that runs
+    Bazel, never on a remote-execution worker, and its result is never shared
+    through a remote cache (whether a GPU was present is not part of the
+    action's cache key). docs/REMOTE_EXECUTION.md says how GPU workers would
+    take them instead.
+
     The test sees STABLEOPS_EXPECT_BACKEND (cpu, cuda or rocm: what the
     library was built for), STABLEOPS_GPU_ARCHS (the configured
     architectures), STABLEOPS_EXPECT_TORCH, STABLEOPS_PYTHON, and
@@ -170,6 +177,8 @@ def stable_py_test(name, srcs, main = None, deps = [], data = [], env = {}, tags
       toolchains: Make-variable providers for env (py_test's toolchains).
       **kwargs: passed to py_test.
     """
+    if [t for t in tags if t.startswith("requires-gpu")] and "no-remote" not in tags:
+        tags = tags + ["no-remote"]
     runtimes = dict(TORCH_RUNTIMES)
     for version in SKIPPED_TORCH_RUNTIMES:
         runtimes[version] = None

@@ -230,7 +230,7 @@ setup(
 EOF
 venv=/opt/stableops/venvs/torch-2.13.0
 in_pip() {  # runs a shell command inside the build image, in $pipdir/proj
-  in_image "$rootfs" --bind "$cache/bazel" "$cache/bazel" --chdir "$pipdir/proj" -- \
+  "$workspace/tools/image/enter.sh" "$rootfs" "$scratch/ns" --bind "$cache/bazel" --chdir "$pipdir/proj" -- \
     /usr/bin/env PATH="$pipdir/bin:$pipdir/pydeps/bin:$venv/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
     PYTHONPATH="$pipdir/pydeps" CUDA_HOME="$pipdir/cuda_home" CC=clang CXX=clang++ \
     TORCH_CUDA_ARCH_LIST="$arch_list" MAX_JOBS=2 /bin/bash -c "$1"

@@ -22,6 +22,7 @@ GpuToolchainInfo = provider(
         "runtime": "CcInfo: the GPU runtime that objects of this backend link against.",
         "test_env": "dict str -> str: environment a test that loads the objects needs (e.g. LD_LIBRARY_PATH).",
         "mnemonic": "str: the compile actions' mnemonic (NvccCompile, HipCompile).",
+        "source_flags": "list of str: flags added per source after the rest, '{src}' replaced by the source's execution-root-relative path (nvcc's NVCC_SOURCE_PATH_FLAGS; none for the HIP clang).",
     },
 )
 

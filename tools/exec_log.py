@@ -1,6 +1,7 @@
 """Reads what a Bazel build did: its process summary and its execution log.
 
-Shared by tools/remote_cache_test.sh and benchmarks/build_speed.sh.
+Shared by tools/remote_cache_test.sh, tools/remote_exec_test.sh and
+benchmarks/build_speed.sh.
 
     exec_log.py summary STDERR_LOG
         "TOTAL HITS INTERNAL" from the last "INFO: N processes: ..." line
@@ -12,6 +13,13 @@ Shared by tools/remote_cache_test.sh and benchmarks/build_speed.sh.
         Checks that the actions that ran were only PATTERN's compile(s) and
         the archive of its object, the link of the shared object and the wheel
         that packages it; prints "met: ..." or "NOT MET: ...".
+
+    exec_log.py where EXEC_JSON [--local-ok=REGEX]
+        Where every spawn ran (remote execution, remote cache hit, or locally)
+        and the share of remote cache hits among the spawns that may use the
+        remote cache: prints "SPAWNS REMOTE HITS LOCAL LOCAL_OK" and lists
+        every local spawn; exits 1 if a spawn whose target label does not
+        match REGEX (a full match) ran locally.
 
 EXEC_JSON is a --execution_log_json_file (concatenated JSON objects).
 """
@@ -37,12 +45,18 @@ def entries(path: str) -> Iterator[dict[str, Any]]:
         yield entry
 
 
+def cache_hit(e: dict[str, Any]) -> bool:
+    """Whether a spawn was answered from the remote cache (Bazel 7.7 writes
+    `cacheHit` and runner "remote cache hit"; older ones `remoteCacheHit`)."""
+    return bool(e.get("remoteCacheHit") or e.get("cacheHit") or e.get("runner") == "remote cache hit")
+
+
 def ran(path: str) -> list[tuple[str, str, str]]:
     """(mnemonic, label, first output) of every action that was not a remote cache hit."""
     return [
         (e.get("mnemonic", ""), e.get("targetLabel", ""), (e.get("listedOutputs") or [""])[0])
         for e in entries(path)
-        if not e.get("remoteCacheHit")
+        if not cache_hit(e)
     ]
 
 
@@ -83,6 +97,31 @@ def only_rebuilt(path: str, pattern: str, no_link_ok: bool) -> str:
     return f"met: {len(actions)} actions ran: {compiles} compile of {pattern}, {archives} archive of its object, {links} link of the shared object, {wheels} wheel packaging"
 
 
+def where(path: str, local_ok: str | None) -> int:
+    """Counts spawns by where they ran; returns 1 if one ran locally that may not."""
+    ok = re.compile(local_ok) if local_ok else None
+    spawns = remote = hits = local = local_ok_n = 0
+    bad = []
+    for e in entries(path):
+        spawns += 1
+        runner = e.get("runner", "")
+        label = e.get("targetLabel", "")
+        if cache_hit(e):
+            hits += 1
+        elif runner == "remote":
+            remote += 1
+        else:
+            local += 1
+            allowed = bool(ok and ok.fullmatch(label))
+            local_ok_n += allowed
+            line = f"{e.get('mnemonic', '')} {label} ({runner or 'no runner'})"
+            print(f"  local{'' if allowed else ' (NOT ALLOWED)'}: {line}", file=sys.stderr)
+            if not allowed:
+                bad.append(line)
+    print(spawns, remote, hits, local, local_ok_n)
+    return 1 if bad else 0
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
@@ -96,6 +135,9 @@ def main(argv: list[str]) -> int:
         for mnemonic, label, out in actions[:limit]:
             print(" ", mnemonic, label, out)
         print(f"  {len(actions)} in all")
+    elif cmd == "where":
+        local_ok = next((a.split("=", 1)[1] for a in argv[3:] if a.startswith("--local-ok=")), None)
+        return where(path, local_ok)
     elif cmd == "only_rebuilt":
         print(only_rebuilt(path, argv[3], "--no_link_ok" in argv[4:]))
     else:

@@ -37,6 +37,7 @@ def _gpu_objects_impl(ctx):
         args.add_all(compilation_context.quote_includes, before_each = gpu.quote_include_flag)
         args.add_all(compilation_context.system_includes, before_each = "-isystem")
         args.add_all(ctx.attr.copts)
+        args.add_all([f.replace("{src}", src.path) for f in gpu.source_flags])
         args.add("-c", src)
         args.add("-o", obj)
         ctx.actions.run(

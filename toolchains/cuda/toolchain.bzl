@@ -12,7 +12,7 @@ load("@bazel_skylib//rules:common_settings.bzl", "BuildSettingInfo")
 load("@rules_cc//cc:find_cc_toolchain.bzl", "find_cc_toolchain", "use_cc_toolchain")
 load("@rules_cc//cc/common:cc_info.bzl", "CcInfo")
 load("//toolchains:gpu_toolchain_info.bzl", "GPU_TOOLCHAIN_ATTRS", "GpuToolchainInfo", "compilation_mode_copts")
-load("//toolchains:reproducible.bzl", "NVCC_REPRODUCIBLE_FLAGS", "REPRODUCIBLE_DEFINES", "REPRODUCIBLE_WARNING_FLAGS")
+load("//toolchains:reproducible.bzl", "NVCC_REPRODUCIBLE_FLAGS", "NVCC_SOURCE_PATH_FLAGS", "REPRODUCIBLE_DEFINES", "REPRODUCIBLE_WARNING_FLAGS")
 
 def parse_cuda_archs(value):
     """'sm_80, sm_90a,compute_120' -> ['sm_80', 'sm_90a', 'compute_120'], failing on anything else.
@@ -61,6 +61,7 @@ def _cuda_toolchain_impl(ctx):
         runtime = ctx.attr.runtime[CcInfo],
         test_env = {},
         mnemonic = "NvccCompile",
+        source_flags = NVCC_SOURCE_PATH_FLAGS,
     ))]
 
 cuda_toolchain = rule(

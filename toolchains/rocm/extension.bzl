@@ -19,6 +19,15 @@ headers past the bullseye sysroot):
                                        wrapper header is used)
   rocm/lib/libamdhip64.so*             the HIP runtime, linked dynamically
   bin/clang, bin/clang-offload-bundler, bin/llvm-objcopy
+                                       scripts that exec the tools by their
+                                       absolute path (see below)
+
+bin/*: not symbolic links. An action's input is a link's target file, so a
+remote worker got a copy of the clang binary alone, outside its
+installation: the driver then found neither lld (the AMDGPU device link,
+"posix_spawn failed") nor its resource directory. The scripts run the
+image's (or ROCM_PATH's) tools in place, as the C++ toolchain names clang 19
+by absolute path: workers run the same image (docs/REMOTE_EXECUTION.md).
 
 rocm/include/thrust: torch/headeronly/util/complex.h (pulled in by the stable
 C shim) includes <thrust/complex.h> whenever __HIPCC__ is defined. The image
@@ -95,7 +104,7 @@ def _rocm_repository_impl(rctx):
     for tool in ["clang", "clang-offload-bundler", "llvm-objcopy"]:
         if not rctx.path(llvm_bin + "/" + tool).exists:
             fail("stableops: expected {}/{} (the HIP clang toolchain), found nothing".format(llvm_bin, tool))
-        rctx.symlink(llvm_bin + "/" + tool, "bin/" + tool)
+        rctx.file("bin/" + tool, "#!/bin/sh\nexec {}/{} \"$@\"\n".format(llvm_bin, tool), executable = True)
     if not rctx.path(device_libs + "/ocml.bc").exists:
         fail("stableops: expected the AMDGPU device libraries at {} (ocml.bc), found none".format(device_libs))
     if not rctx.path(hip_lib + "/libamdhip64.so").exists:

@@ -59,6 +59,7 @@ def _hip_toolchain_impl(ctx):
         runtime = ctx.attr.runtime[CcInfo],
         test_env = ctx.attr.runtime_env[RocmRuntimeEnvInfo].env,
         mnemonic = "HipCompile",
+        source_flags = [],
     ))]
 
 RocmRuntimeEnvInfo = provider(

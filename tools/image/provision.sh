@@ -78,10 +78,14 @@ check_mirror "$mirror" "$IMAGE_SUITE"
 rm -rf "$tmp"
 mkdir -p "$tmp"
 
-step "creating the $IMAGE_SUITE root file system (Bazel, compilers, Python): about 2 minutes"
+step "creating the $IMAGE_SUITE root file system (Bazel, compilers, Python, buildbox, PostgreSQL): about 3 minutes"
+# The setup hook keeps postgresql-common from creating a "main" cluster:
+# tools/rbe makes a throwaway one per engine.
+# shellcheck disable=SC2016  # "$1" is mmdebstrap's hook argument (the root)
 mmdebstrap --variant=apt --mode=root \
   --aptopt='Acquire::Check-Valid-Until "false"' \
   --include="$(IFS=,; echo "${IMAGE_PACKAGES[*]}")" \
+  --setup-hook='mkdir -p "$1/etc/postgresql-common/createcluster.d" && echo "create_main_cluster = false" >"$1/etc/postgresql-common/createcluster.d/stableops.conf"' \
   --customize-hook='rm -rf "$1"/usr/share/doc/* "$1"/usr/share/man/*' \
   "$IMAGE_SUITE" "$rootfs" "$mirror" >>"$log" 2>&1
 
@@ -92,7 +96,8 @@ if compgen -G '/usr/local/share/ca-certificates/*' >/dev/null; then
 fi
 copy_host_net_config "$rootfs"
 copy_host_pip_config "$rootfs"
-in_image "$rootfs" update-ca-certificates --fresh >>"$log" 2>&1
+enter() { "$here/enter.sh" "$rootfs" "$tmp/ns" "$@"; }
+enter -- update-ca-certificates --fresh >>"$log" 2>&1
 
 step "creating the $SYSROOT_SUITE sysroot (glibc 2.31, libstdc++ 10)"
 sysroot="$rootfs/opt/stableops/sysroot"
@@ -101,7 +106,7 @@ mmdebstrap --variant=extract --mode=root \
   --aptopt='Acquire::Check-Valid-Until "false"' \
   --include="$(IFS=,; echo "${SYSROOT_PACKAGES[*]}")" \
   "$SYSROOT_SUITE" "$sysroot" "$mirror" >>"$log" 2>&1
-rm -rf "$sysroot"/{dev,proc,sys,run,tmp,var,etc} "$sysroot"/usr/share/{doc,man,locale,lintian}
+rm -rf "${sysroot:?}"/{dev,proc,sys,run,tmp,var,etc} "${sysroot:?}"/usr/share/{doc,man,locale,lintian}
 # Absolute links (lib64/ld-linux-x86-64.so.2 -> /lib/...) would send the
 # linker outside the sysroot: make every link relative to where it lives.
 make_links_relative "$sysroot"
@@ -113,11 +118,25 @@ for version in "${TORCH_RUNTIMES[@]}"; do
   step "creating the torch $version virtual environment (downloads about 5 GB the first time): 1-3 minutes"
   venv="/opt/stableops/venvs/torch-$version"
   mkdir -p "$cache_root/pip"
-  in_image "$rootfs" --bind "$cache_root/pip" /root/.cache/pip -- \
+  enter --bind "$cache_root/pip:/root/.cache/pip" -- \
     sh -c "$VENV_PYTHON -m venv $venv && $venv/bin/pip install --disable-pip-version-check -q torch==$version ${VENV_PACKAGES[*]}" \
     >>"$log" 2>&1
 done
 
+step "creating the BuildGrid $BUILDGRID_VERSION virtual environment (hash-pinned: tools/image/buildgrid.lock)"
+mkdir -p "$rootfs/opt/stableops"
+cp "$here/buildgrid.lock" "$rootfs/opt/stableops/buildgrid.lock"
+enter --bind "$cache_root/pip:/root/.cache/pip" -- \
+  sh -c "$VENV_PYTHON -m venv $BUILDGRID_VENV && $BUILDGRID_VENV/bin/pip install --disable-pip-version-check -q --require-hashes --only-binary=:all: -r /opt/stableops/buildgrid.lock && $BUILDGRID_VENV/bin/bgd --help >/dev/null" \
+  >>"$log" 2>&1
+
+# The image's identity (its recipe hash), for remote-execution workers and
+# the execution platform that must match them.
+recipe_hash >"$rootfs/opt/stableops/image-id"
+
+# The provisioning namespace's holder would idle for a minute more: stop it.
+kill "$(cat "$tmp/ns/holder.pid" 2>/dev/null)" 2>/dev/null || true
+rm -rf "$tmp/ns"
 printf '%s\n' "$(recipe_hash)" >"$tmp/.provisioned"
 rm -rf "$dest"
 mv "$tmp" "$dest"

@@ -1,10 +1,13 @@
 # The build image, pinned: the one place where its package versions live.
 #
-# tools/bazel hashes this file together with tools/image/provision.sh; any
-# change to either provisions a new image (the old one is removed once the new
-# one is ready). Versions are exact: when Debian sid drops one, provisioning
+# tools/bazel hashes this file together with tools/image/provision.sh and
+# tools/image/buildgrid.lock; any change to one of them provisions a new image
+# (images neither current nor used recently are removed once the new one is
+# ready, see tools/bazel). Versions are exact: when Debian sid drops one, provisioning
 # fails naming the package, and the fix is to bump it here.
-# shellcheck shell=bash disable=SC2034
+# shellcheck shell=bash disable=SC2034,SC2191
+# (SC2034: the arrays are read by provision.sh; SC2191: "name=version" entries
+# are literal package pins, not array assignments.)
 
 # Debian sid root file system (mmdebstrap --variant=apt).
 IMAGE_SUITE=sid
@@ -38,6 +41,15 @@ IMAGE_PACKAGES=(
   patchelf
   zip
   unzip
+  # Remote execution (tools/rbe, docs/REMOTE_EXECUTION.md): the buildbox
+  # workers (buildbox-casd, buildbox-worker, buildbox-run-*), their sandbox,
+  # PostgreSQL for BuildGrid's scheduler (it refuses SQLite), and umoci to
+  # export this image as an OCI layout (tools/rbe/export_image.sh).
+  buildbox=1.4.30+dfsg-1+b1
+  bubblewrap=0.13.1-1
+  postgresql-18=18.6-3
+  postgresql=18+293
+  umoci=0.6.0+ds-1+b1
 )
 
 # Bullseye sysroot (glibc 2.31, libstdc++ 10): what every shared object links
@@ -66,3 +78,11 @@ VENV_PACKAGES=(
   numpy==2.4.6
   expecttest==0.3.0
 )
+
+# BuildGrid (the remote-execution server of tools/rbe) in a virtual
+# environment of its own at /opt/stableops/buildgrid, from PyPI: it needs
+# Python >= 3.13. Every distribution is pinned with its sha256 in
+# tools/image/buildgrid.lock (regenerate it with tools/image/lock_buildgrid.sh
+# after changing the version) and installed with --require-hashes.
+BUILDGRID_VERSION=0.9.1
+BUILDGRID_VENV=/opt/stableops/buildgrid
