@@ -16,6 +16,10 @@ set -uo pipefail
 wheel=${1:?usage: tools/gpu_validate.sh WHEEL OUTDIR [tests] [bench:NAME[:FLAGS]]...}
 out=${2:?usage: tools/gpu_validate.sh WHEEL OUTDIR [tests] [bench:NAME[:FLAGS]]...}
 shift 2
+[[ -f $wheel ]] || {
+  echo "gpu_validate: expected a wheel file, found no file at '$wheel' (on a device machine, pass the wheel's directory in the run's carry list: git-ignored paths are not copied otherwise)" >&2
+  exit 2
+}
 steps=("$@")
 if ((${#steps[@]} == 0)); then
   steps=(tests)
