@@ -90,9 +90,6 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
   }
 }
 
-// Multiprocessors of `device` (gpu_compat.h; cached).
-int sm_count(int device) { return multiprocessor_count(device); }
-
 }  // namespace
 
 void static_scaled_fp8_quant_cuda(
@@ -162,7 +159,7 @@ void dynamic_scaled_fp8_quant_cuda(
   a.units = static_cast<int32_t>(vec ? rows.hidden / kVec : rows.hidden);
   const dim3 block = block_shape(a.units);
   const int64_t row_blocks = (rows.num_rows + block.y - 1) / block.y;
-  const int resident_blocks = sm_count(ctx.device) * (2048 / kBlockThreads);
+  const int resident_blocks = multiprocessor_count(ctx.device) * (2048 / kBlockThreads);
   const dim3 grid(static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>(row_blocks, resident_blocks))));
   RowsParams q = rows_params(rows, input, result, scale_ptr);
