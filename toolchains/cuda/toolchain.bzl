@@ -4,8 +4,8 @@ The instance and its flags are in toolchains/cuda/BUILD.bazel; this rule adds
 what depends on the configuration: the compilation-mode flags, the host
 compiler (the hermetic clang of @stableops_cc, with its bullseye sysroot, so
 CUDA objects keep the C++ objects' glibc ceiling), the reproducibility flags
-of //toolchains:reproducible.bzl and one -gencode per --//bazel:cuda_archs
-entry.
+of //toolchains:reproducible.bzl, --threads from --//bazel:nvcc_threads and
+one -gencode per --//bazel:cuda_archs entry.
 """
 
 load("@bazel_skylib//rules:common_settings.bzl", "BuildSettingInfo")
@@ -40,6 +40,9 @@ def _gencode(arch):
 def _cuda_toolchain_impl(ctx):
     cc_toolchain = find_cc_toolchain(ctx)
     archs = parse_cuda_archs(ctx.attr.archs[BuildSettingInfo].value)
+    threads = ctx.attr.threads[BuildSettingInfo].value
+    if threads < 0:
+        fail("stableops: expected --//bazel:nvcc_threads >= 0 (0: one per CPU), found {}; set it to 0, 1 or a thread count".format(threads))
     host_flags = ["-fPIC", "--sysroot=" + cc_toolchain.sysroot, "-Wno-unused-command-line-argument"] + REPRODUCIBLE_WARNING_FLAGS
     copts = (
         ctx.attr.copts +
@@ -47,6 +50,7 @@ def _cuda_toolchain_impl(ctx):
         ["-ccbin", cc_toolchain.compiler_executable, "-Xcompiler=" + ",".join(host_flags)] +
         ["-D" + d for d in REPRODUCIBLE_DEFINES] +
         NVCC_REPRODUCIBLE_FLAGS +
+        ["--threads", str(threads)] +
         [_gencode(a) for a in archs]
     )
     return [platform_common.ToolchainInfo(gpu = GpuToolchainInfo(
@@ -70,6 +74,7 @@ cuda_toolchain = rule(
     attrs = dict(GPU_TOOLCHAIN_ATTRS, **{
         "nvcc": attr.label(allow_single_file = True, executable = True, cfg = "exec", mandatory = True, doc = "The nvcc driver."),
         "archs": attr.label(default = "//bazel:cuda_archs", providers = [BuildSettingInfo], doc = "The --//bazel:cuda_archs setting."),
+        "threads": attr.label(default = "//bazel:nvcc_threads", providers = [BuildSettingInfo], doc = "The --//bazel:nvcc_threads setting (nvcc --threads)."),
     }),
     toolchains = use_cc_toolchain(),
     fragments = ["cpp"],
