@@ -1,12 +1,15 @@
 // Accuracy of csrc/core/cpu_math.h's float32 exp_f32 / erf_f32 / erfc_f32 against the
 // float64 libm (this test binary may use libm; the shipped library may not),
 // over every 97th float32 of the ranges that matter plus the special values.
+// Also: the F16C float16 conversions (f16_to_f32 / f32_to_f16) give the bits
+// of the portable F16Codec, on a CPU that has F16C (the kernels pick either).
 // Prints the worst error of each and exits non-zero on a failure.
 #include <cinttypes>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 
 #include "csrc/core/cpu_math.h"
@@ -76,6 +79,89 @@ void expect(const char* what, float got, double want, double max_ulp = 0.0) {
   }
 }
 
+#if STABLEOPS_CPU_F16C
+using stableops::cpu::F16Codec;
+
+bool is_nan16(uint16_t h) {
+  return (h & 0x7fffu) > 0x7c00u;
+}
+
+// Every half through both loads; every 61st float (and the half range's
+// rounding boundaries, where ties to even matter) through both stores, in
+// arrays whose length is not a multiple of 8 so the scalar tail runs too.
+void check_f16c() {
+  if (!stableops::cpu::has_f16c()) {
+    std::printf("F16C: not on this CPU; only the portable codec runs here\n");
+    return;
+  }
+  constexpr int64_t kHalves = 65536;
+  static uint16_t halves[kHalves + 3];
+  static float floats[kHalves + 3];
+  for (int64_t i = 0; i < kHalves + 3; ++i) {
+    halves[i] = static_cast<uint16_t>(i);
+  }
+  stableops::cpu::f16_to_f32(halves, floats, kHalves + 3);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < kHalves + 3; ++i) {
+    const float want = F16Codec::load(halves[i]);
+    uint32_t a;
+    uint32_t b;
+    std::memcpy(&a, &floats[i], 4);
+    std::memcpy(&b, &want, 4);
+    if (a != b && !(std::isnan(want) && std::isnan(floats[i]) && (a >> 31) == (b >> 31))) {
+      if (bad++ < 5) {
+        std::printf("FAIL: f16_to_f32(0x%04x) = 0x%08x, F16Codec 0x%08x\n", halves[i], a, b);
+      }
+    }
+  }
+  // Floats: a sweep of bit patterns plus each half's midpoints to its
+  // neighbours (ties) and one float either side of them.
+  constexpr int64_t kChunk = 4099;
+  static float in[kChunk];
+  static uint16_t got[kChunk];
+  int64_t n = 0;
+  int64_t checked = 0;
+  auto flush = [&]() {
+    stableops::cpu::f32_to_f16(in, got, n);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t want = F16Codec::store(in[i]);
+      if (got[i] != want && !(is_nan16(got[i]) && is_nan16(want) && (got[i] >> 15) == (want >> 15))) {
+        if (bad++ < 5) {
+          uint32_t u;
+          std::memcpy(&u, &in[i], 4);
+          std::printf("FAIL: f32_to_f16(0x%08x) = 0x%04x, F16Codec 0x%04x\n", u, got[i], want);
+        }
+      }
+    }
+    checked += n;
+    n = 0;
+  };
+  auto add = [&](float f) {
+    in[n++] = f;
+    if (n == kChunk) flush();
+  };
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 61) {
+    add(from_bits(static_cast<uint32_t>(u)));
+  }
+  for (uint32_t h = 0; h < 0x7c00u; ++h) {
+    for (const uint32_t sign : {0u, 0x8000u}) {
+      const double lo = F16Codec::load(static_cast<uint16_t>(h | sign));
+      const double hi = F16Codec::load(static_cast<uint16_t>((h + 1) | sign));
+      const float mid = static_cast<float>((lo + hi) / 2);
+      add(mid);
+      add(std::nextafter(mid, 0.0f));
+      add(std::nextafter(mid, INFINITY));
+    }
+  }
+  flush();
+  std::printf("F16C: 65539 halves and %" PRId64 " floats against F16Codec: %" PRId64 " mismatches\n",
+              checked, bad);
+  if (bad) {
+    ++failures;
+  }
+}
+#endif
+
 } // namespace
 
 int main() {
@@ -121,6 +207,10 @@ int main() {
   expect("erfc_f32(-inf)", erfc_f32(-inf), 2.0);
   expect("erfc_f32(nan)", erfc_f32(nan), NAN);
   expect("erfc_f32(12)", erfc_f32(12.0f), 0.0);
+
+#if STABLEOPS_CPU_F16C
+  check_f16c();
+#endif
 
   std::printf(failures ? "%d FAILED\n" : "all passed\n", failures);
   return failures ? 1 : 0;

@@ -4,6 +4,12 @@
 //   function is compiled twice, for AVX2 and the baseline, and the loader
 //   picks the best one via an IFUNC. Define STABLEOPS_NO_TARGET_CLONES to
 //   disable.
+// * STABLEOPS_CPU_F16C (same conditions): f16_to_f32 / f32_to_f16 convert
+//   float16 arrays with the F16C instructions, in functions compiled for
+//   AVX2 + F16C (STABLEOPS_F16C_TARGET); call them only when has_f16c().
+//   They give F16Codec's bits (NaN: a quiet NaN of the same sign, payload
+//   aside; tests/cpu_math_test.cpp checks all 65536 halves and a sweep of
+//   floats), so a kernel may take either path.
 // * Codecs between storage (float32, float16, bfloat16) and float32, written
 //   with integer bit operations so loops using them auto-vectorise.
 // * exp/log without libm: glibc >= 2.27/2.29 gives expf/logf/exp/log new
@@ -20,6 +26,16 @@
 #define STABLEOPS_CPU_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define STABLEOPS_CPU_CLONES
+#endif
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(STABLEOPS_NO_TARGET_CLONES)
+#include <cpuid.h>
+#include <immintrin.h>
+#define STABLEOPS_CPU_F16C 1
+#define STABLEOPS_F16C_TARGET __attribute__((target("avx2,f16c")))
+#else
+#define STABLEOPS_CPU_F16C 0
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -119,6 +135,65 @@ struct F16Codec {
     return static_cast<uint16_t>(r | sign);
   }
 };
+
+#if STABLEOPS_CPU_F16C
+// True when this CPU (and its OS) can run STABLEOPS_F16C_TARGET code. Asks
+// CPUID itself: __builtin_cpu_supports("f16c") reads a feature bit that the
+// sysroot's libgcc (GCC 10) never sets.
+inline bool has_f16c() {
+  unsigned a = 0;
+  unsigned b = 0;
+  unsigned c = 0;
+  unsigned d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) {
+    return false;
+  }
+  const bool f16c = (c >> 29) & 1u;
+  const bool avx = (c >> 28) & 1u;
+  const bool osxsave = (c >> 27) & 1u;
+  if (!(f16c && avx && osxsave)) {
+    return false;
+  }
+  // The OS saves the YMM registers (XCR0 bits 1 and 2).
+  unsigned xcr0_lo = 0;
+  unsigned xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 6u) != 6u) {
+    return false;
+  }
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    return false;
+  }
+  return (b >> 5) & 1u; // AVX2
+}
+
+// n float16 values (bits) -> float32, 8 per F16C instruction; exact.
+STABLEOPS_F16C_TARGET inline void f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) {
+    dst[i] = F16Codec::load(src[i]);
+  }
+}
+
+// n float32 values -> float16 bits, round to nearest even, as
+// F16Codec::store (a NaN: quiet, same sign; the hardware keeps the top of its
+// payload, F16Codec does not, and the default NaN gives 0x7e00 in both).
+STABLEOPS_F16C_TARGET inline void f32_to_f16(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+  for (; i < n; ++i) {
+    dst[i] = F16Codec::store(src[i]);
+  }
+}
+#endif // STABLEOPS_CPU_F16C
 
 // ---------------------------------------------------------------------------
 // exp / log without libm (see the file comment). Accuracy is far better than
