@@ -108,6 +108,36 @@ using stableops_bf162 = __nv_bfloat162;
   __launch_bounds__(max_threads, min_blocks)
 #endif
 
+// Fast float32 math of known accuracy, for kernels whose tolerance allows it
+// (device code only):
+//   stableops_exp_approx(x)      e^x within 2 + 1.2|x| ulp (CUDA: the SFU's
+//                                2^x of x * log2(e); results below 2^-126
+//                                flush to 0; HIP: expf, more accurate);
+//   stableops_rcp_approx(x)      1 / x within 1 ulp, subnormal results kept
+//                                (CUDA: rcp.approx.f32; HIP: 1.0f / x), so
+//                                a * stableops_rcp_approx(b) is a / b within
+//                                2 ulp for every b, also |b| > 2^126 where
+//                                __fdividef returns 0.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(USE_ROCM) || defined(__HIP_PLATFORM_AMD__)
+__device__ __forceinline__ float stableops_exp_approx(float x) {
+  return expf(x);
+}
+__device__ __forceinline__ float stableops_rcp_approx(float x) {
+  return 1.0f / x;
+}
+#else
+__device__ __forceinline__ float stableops_exp_approx(float x) {
+  return __expf(x);
+}
+__device__ __forceinline__ float stableops_rcp_approx(float x) {
+  float r;
+  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+#endif
+#endif
+
 // Evaluates a CUDA/HIP runtime call once; on failure clears the runtime's
 // last-error state (so a caught exception cannot make a later, unrelated
 // cudaGetLastError() fail) and raises with the error string and the call text.
