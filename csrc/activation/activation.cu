@@ -5,8 +5,8 @@
 // Design (memory-bound: 3 * T * d elements move for a gated op, 2 * T * d
 // for an elementwise one):
 //   * ONE templated kernel for every op, dtype and memory layout; the op is a
-//     functor (float32 math: fast exp, reciprocal and erfc of known
-//     accuracy, see GpuMath).
+//     functor (float32 math: fast exp and reciprocal of known accuracy, see
+//     GpuMath).
 //   * Vector path: a thread moves 16-byte packs (gpu::Pack: 4 fp32 or 8
 //     fp16/bf16): for each of its U output packs it issues the loads of both
 //     input packs before any math (U = 2 for gated ops: 4 loads of 16 bytes
@@ -49,42 +49,18 @@ using namespace activation;
 using gpu::Pack;
 using torch::stable::Tensor;
 
-// The op math on the GPU, in fast forms of known accuracy (the accurate
-// expf, erfcf and IEEE division made the ops compute-bound on H200):
-//   * the sigmoid's e^-z and division: gpu_compat.h's stableops_exp_approx
-//     (within 2 + 1.2|z| ulp) and a * stableops_rcp_approx(b) (within 2 ulp;
-//     inf and NaN as IEEE division gives them: rcp keeps the subnormal 1 / b
-//     of b > 2^126 that __fdividef would flush, so silu(-88) * inf stays
-//     -inf). A relative error of e^-z reaches v * sigmoid(z) scaled by
-//     sigmoid(-z) < 1.
-//   * erfc: the Chebyshev fit of Numerical Recipes (2nd ed., section 6.2,
-//     erfcc: fractional error below 1.2e-7 for every x), t = 1 / (1 + |x|/2),
-//     erfc(|x|) = t * exp(-x^2 + P(t)), erfc(x) = 2 - erfc(|x|) for x < 0;
-//     with the fast exp and reciprocal a few 1e-7 relative for x > -9
-//     (erfc(9) = 4e-37: below that the result flushes to 0, as gelu's does
-//     to within 1e-36 of it).
+// The op math on the GPU: gpu_compat.h's fast forms of known accuracy (the
+// accurate expf and IEEE division made the ops compute-bound on H200):
+// e^x within 2 + 1.2|x| ulp, a / b as a * rcp(b) within 2 ulp (inf and NaN
+// as IEEE division gives them: rcp keeps the subnormal 1 / b of b > 2^126
+// that __fdividef would flush, so silu(-88) * inf stays -inf). In the
+// sigmoid a relative error of e^-z reaches v * sigmoid(z) scaled by
+// sigmoid(-z) < 1; erfc is activation_functors.h's erfc_cheb over these.
 // tests/test_activation.py holds float32 results to 1e-5 relative of a
 // float64 reference and checks inf/NaN propagation.
 struct GpuMath {
   static __device__ __forceinline__ float exp(float x) {
     return stableops_exp_approx(x);
-  }
-  static __device__ __forceinline__ float erfc(float x) {
-    const float z = fabsf(x);
-    const float t = stableops_rcp_approx(fmaf(0.5f, z, 1.0f));
-    float p = 0.17087277f;
-    p = fmaf(p, t, -0.82215223f);
-    p = fmaf(p, t, 1.48851587f);
-    p = fmaf(p, t, -1.13520398f);
-    p = fmaf(p, t, 0.27886807f);
-    p = fmaf(p, t, -0.18628806f);
-    p = fmaf(p, t, 0.09678418f);
-    p = fmaf(p, t, 0.37409196f);
-    p = fmaf(p, t, 1.00002368f);
-    p = fmaf(p, t, -1.26551223f);
-    const float r = t * stableops_exp_approx(fmaf(-z, z, p));
-    // NaN: x >= 0 is false and 2 - NaN is NaN.
-    return x >= 0.0f ? r : 2.0f - r;
   }
   static __device__ __forceinline__ float div(float a, float b) {
     return a * stableops_rcp_approx(b);

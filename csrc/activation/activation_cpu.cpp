@@ -7,7 +7,7 @@
 //   (an elementwise op on a contiguous tensor is one row) both spread over
 //   the threads torch.set_num_threads() allows.
 // * The inner loops are branch-free scalar code (csrc/core/cpu_math.h's
-//   codecs and its libm-free exp/erfc) that Clang auto-vectorises, compiled
+//   codecs and its libm-free exp) that Clang auto-vectorises, compiled
 //   for AVX2 and the baseline (STABLEOPS_CPU_CLONES). target_clones does not
 //   take templates, so there is one cloned function per dtype, which
 //   switches on the op outside the loops.
@@ -44,9 +44,6 @@ using torch::stable::Tensor;
 struct CpuMath {
   static STABLEOPS_ALWAYS_INLINE float exp(float x) {
     return cpu::exp_f32(x);
-  }
-  static STABLEOPS_ALWAYS_INLINE float erfc(float x) {
-    return cpu::erfc_f32(x);
   }
   static STABLEOPS_ALWAYS_INLINE float div(float a, float b) {
     return a / b;
