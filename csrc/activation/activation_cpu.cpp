@@ -75,38 +75,6 @@ struct F16CTiles {
 
 // Output elements per tile of the F16C path.
 constexpr int64_t kTile = 256;
-
-// Output elements [j0, j1) of one float16 row, through float32 tiles. Only
-// inlined into run_tasks_f16c (compiled for AVX2 + F16C).
-template <class Op>
-STABLEOPS_ALWAYS_INLINE void run_span_f16c(
-    const Op& op, const uint16_t* in, uint16_t* out, int64_t d, int64_t j0, int64_t j1) {
-  constexpr Layout kLayout = Op::kInfo.layout;
-  alignas(32) float a[2 * kTile];
-  alignas(32) float b[kTile];
-  alignas(32) float o[kTile];
-  for (int64_t t = j0; t < j1; t += kTile) {
-    const int64_t n = std::min(kTile, j1 - t);
-    if constexpr (kLayout == Layout::kSplit) {
-      cpu::f16_to_f32(in + t, a, n);
-      cpu::f16_to_f32(in + d + t, b, n);
-      for (int64_t i = 0; i < n; ++i) {
-        o[i] = op(a[i], b[i]);
-      }
-    } else if constexpr (kLayout == Layout::kInterleaved) {
-      cpu::f16_to_f32(in + 2 * t, a, 2 * n);
-      for (int64_t i = 0; i < n; ++i) {
-        o[i] = op(a[2 * i], a[2 * i + 1]);
-      }
-    } else {
-      cpu::f16_to_f32(in + t, a, n);
-      for (int64_t i = 0; i < n; ++i) {
-        o[i] = op(a[i]);
-      }
-    }
-    cpu::f32_to_f16(o, out + t, n);
-  }
-}
 #endif
 
 // Output elements [j0, j1) of one row.
@@ -130,6 +98,34 @@ STABLEOPS_ALWAYS_INLINE void run_span(
     }
   }
 }
+
+#if STABLEOPS_CPU_F16C
+// Output elements [j0, j1) of one float16 row, through float32 tiles: F16C
+// converts a tile's inputs into a float32 row of the op's layout (split: the
+// two halves' tiles back to back), run_span<F32Codec> applies the op, F16C
+// converts the results. Only inlined into run_tasks_f16c (compiled for
+// AVX2 + F16C).
+template <class Op>
+STABLEOPS_ALWAYS_INLINE void run_span_f16c(
+    const Op& op, const uint16_t* in, uint16_t* out, int64_t d, int64_t j0, int64_t j1) {
+  constexpr Layout kLayout = Op::kInfo.layout;
+  alignas(32) float tile_in[2 * kTile];
+  alignas(32) float tile_out[kTile];
+  for (int64_t t = j0; t < j1; t += kTile) {
+    const int64_t n = std::min(kTile, j1 - t);
+    if constexpr (kLayout == Layout::kSplit) {
+      cpu::f16_to_f32(in + t, tile_in, n);
+      cpu::f16_to_f32(in + d + t, tile_in + n, n);
+    } else if constexpr (kLayout == Layout::kInterleaved) {
+      cpu::f16_to_f32(in + 2 * t, tile_in, 2 * n);
+    } else {
+      cpu::f16_to_f32(in + t, tile_in, n);
+    }
+    run_span<F32Codec>(op, tile_in, tile_out, n, 0, n);
+    cpu::f32_to_f16(tile_out, out + t, n);
+  }
+}
+#endif
 
 template <class Codec, class Op>
 STABLEOPS_ALWAYS_INLINE void run_tasks(const Task& t, int64_t begin, int64_t end) {

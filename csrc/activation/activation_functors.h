@@ -100,9 +100,9 @@ STABLEOPS_ACT_FN float gelu_tanh(float x) {
 // rounding of -x^2 + P(t) and the exp's own error (the GPU's fast exp:
 // 2 + 1.2 x^2 ulp) add about 1e-7 * x^2 relative (1.6e-6 at |x| = 4, where
 // erfc is 1.5e-8); results below float32's range flush to 0. One division
-// and one exp,
-// no branch: cheaper than erfcf (GPU) and cpu::erfc_f32 (CPU), whose 4 ulp
-// the activation tolerances (1e-5 relative for float32) do not need.
+// and one exp, no branch: cheaper than erfcf (GPU) and cpu::erfc_f32 (CPU),
+// whose 4 ulp the activation tolerances (1e-5 relative for float32) do not
+// need.
 // erfc(+inf) = 0, erfc(-inf) = 2, NaN propagates.
 template <class M>
 STABLEOPS_ACT_FN float erfc_cheb(float x) {

@@ -139,8 +139,9 @@ struct F16Codec {
 #if STABLEOPS_CPU_F16C
 // True when this CPU (and its OS) can run STABLEOPS_F16C_TARGET code. Asks
 // CPUID itself: __builtin_cpu_supports("f16c") reads a feature bit that the
-// sysroot's libgcc (GCC 10) never sets.
-inline bool has_f16c() {
+// sysroot's libgcc (GCC 10) never sets. Asked once per process (CPUID is a
+// serialising instruction; kernels call this per op call).
+inline bool detect_f16c() {
   unsigned a = 0;
   unsigned b = 0;
   unsigned c = 0;
@@ -165,6 +166,11 @@ inline bool has_f16c() {
     return false;
   }
   return (b >> 5) & 1u; // AVX2
+}
+
+inline bool has_f16c() {
+  static const bool supported = detect_f16c();
+  return supported;
 }
 
 // n float16 values (bits) -> float32, 8 per F16C instruction; exact.
