@@ -18,9 +18,10 @@
 //     the slot load are all issued before anything depends on them (several
 //     loads in flight per thread);
 //   * "auto" copies the bytes unchanged; FP8 converts to float32, divides by
-//     the scale (an IEEE division, read from device memory: no host sync)
-//     and quantises pairs with fp8::quantize2 (the hardware conversion where
-//     it matches torch);
+//     the scale (read from device memory: no host sync; core/scale_div.h's
+//     ScaleDivisor, whose codes are those of the IEEE division) and
+//     quantises with fp8::quantize_words (the hardware conversion where it
+//     matches torch);
 //   * a slot of -1 is skipped, and so is any slot outside
 //     [0, num_blocks * block_size): nothing is ever written outside the
 //     cache (the CPU kernels raise instead; the GPU cannot without a host
@@ -40,6 +41,7 @@
 #include "csrc/cache/cache_check.h"
 #include "csrc/core/check.h"
 #include "csrc/core/fp8.h"
+#include "csrc/core/scale_div.h"
 #include "csrc/gpu_compat.h"
 #include "csrc/ops.h"
 
@@ -104,20 +106,25 @@ struct Fp8Vec {
   __device__ __forceinline__ static Out convert(const In& x, float scale) {
     T v[N];
     memcpy(v, &x, sizeof(v));
-    uint8_t q[N];
-    if constexpr (N == 1) {
-      q[0] = fp8::quantize<F>(to_f32(v[0]) / scale);
-    } else {
-#pragma unroll
-      for (int i = 0; i < N; i += 2) {
-        const uint16_t b =
-            fp8::quantize2<F>(to_f32(v[i]) / scale, to_f32(v[i + 1]) / scale);
-        q[i] = static_cast<uint8_t>(b & 0xffu);
-        q[i + 1] = static_cast<uint8_t>(b >> 8);
-      }
-    }
     Out o;
-    memcpy(&o, q, sizeof(o));
+    if constexpr (N == 1) {
+      o = fp8::quantize<F>(to_f32(v[0]) / scale);
+    } else {
+      // x / scale: ScaleDivisor's quotient (same codes, no division per
+      // value) when the scale is in its fast range.
+      float f[N];
+      const ScaleDivisor d(scale);
+      if (d.fast) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) f[i] = d.quotient(to_f32(v[i]));
+      } else {
+#pragma unroll
+        for (int i = 0; i < N; ++i) f[i] = to_f32(v[i]) / scale;
+      }
+      uint32_t w[N / 4];
+      fp8::quantize_words<F, N>(f, w);
+      memcpy(&o, w, sizeof(o));
+    }
     return o;
   }
 };

@@ -143,24 +143,77 @@ STABLEOPS_HOST_DEVICE uint8_t quantize(float x) {
 }
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
-// Quantises two values into two bytes (a at the low address), with the
-// hardware conversion where it matches torch (see the file comment).
-template <Format F>
-__device__ __forceinline__ uint16_t quantize2(float a, float b) {
-  a = clamp(a, Traits<F>::kMax);
-  b = clamp(b, Traits<F>::kMax);
+// Whether device code compiled now converts format F with the hardware
+// instruction (see the file comment): CUDA sm_89 and newer, e4m3fn.
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890) && \
     !defined(USE_ROCM) && !defined(__HIP_PLATFORM_AMD__)
-  if constexpr (F == Format::kE4M3FN) {
-    uint16_t bits = static_cast<uint16_t>(
-        __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3));
-    // The instruction's NaN is 0x7f whatever the sign; torch keeps the sign.
-    if (a != a) bits = (bits & 0xff00u) | encode<F>(a);
-    if (b != b) bits = (bits & 0x00ffu) | (encode<F>(b) << 8);
-    return bits;
-  }
+template <Format F>
+inline constexpr bool kHardware = F == Format::kE4M3FN;
+#else
+template <Format F>
+inline constexpr bool kHardware = false;
 #endif
-  return static_cast<uint16_t>(encode<F>(a) | (encode<F>(b) << 8));
+
+// Two codes (a at the low byte) equal to quantize<F>(a) | quantize<F>(b) << 8,
+// except that with the hardware conversion (kHardware<F>) a NaN becomes 0x7f
+// whatever its sign, where torch keeps the sign (0xff). In that format 0x7f
+// is only ever NaN, so a caller can find the rare byte and fix it; quantize2
+// does.
+template <Format F>
+__device__ __forceinline__ uint16_t quantize2_nan_unsigned(float a, float b) {
+  if constexpr (kHardware<F>) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890) && \
+    !defined(USE_ROCM) && !defined(__HIP_PLATFORM_AMD__)
+    // .satfinite gives what clamping to +-448 first gives: values beyond 448
+    // (infinities included) saturate to +-448, in-range values round to
+    // nearest even; NaN stays NaN.
+    return static_cast<uint16_t>(
+        __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3));
+#endif
+  }
+  return static_cast<uint16_t>(quantize<F>(a) | (quantize<F>(b) << 8));
+}
+
+// Quantises two values into two bytes (a at the low address): the bits of
+// quantize<F>(a) and quantize<F>(b), with the hardware conversion where it
+// matches torch (see the file comment).
+template <Format F>
+__device__ __forceinline__ uint16_t quantize2(float a, float b) {
+  uint16_t bits = quantize2_nan_unsigned<F>(a, b);
+  if constexpr (kHardware<F>) {
+    if (a != a) bits = (bits & 0xff00u) | quantize<F>(a);
+    if (b != b) bits = (bits & 0x00ffu) | (quantize<F>(b) << 8);
+  }
+  return bits;
+}
+
+// The codes of N values (N a multiple of 4), four to a word (v[4k] in the
+// low byte of w[k]): the bits of quantize<F>, with the hardware conversion
+// where it matches torch. A NaN's sign is restored only when a word holds
+// 0x7f (never a finite code of a hardware format): no branch per value.
+template <Format F, int N>
+__device__ __forceinline__ void quantize_words(const float (&v)[N], uint32_t (&w)[N / 4]) {
+  static_assert(N % 4 == 0, "whole words");
+  bool nan = false;
+#pragma unroll
+  for (int k = 0; k < N / 4; ++k) {
+    w[k] = quantize2_nan_unsigned<F>(v[4 * k], v[4 * k + 1]) |
+        (static_cast<uint32_t>(quantize2_nan_unsigned<F>(v[4 * k + 2], v[4 * k + 3])) << 16);
+    if constexpr (kHardware<F>) {
+      const uint32_t y = w[k] ^ 0x7f7f7f7fu;  // a zero byte where w[k] has 0x7f
+      nan = nan || ((y - 0x01010101u) & ~y & 0x80808080u) != 0u;
+    }
+  }
+  if constexpr (kHardware<F>) {
+    if (nan) {
+#pragma unroll
+      for (int k = 0; k < N / 4; ++k) {
+        w[k] = quantize<F>(v[4 * k]) | (quantize<F>(v[4 * k + 1]) << 8) |
+            (quantize<F>(v[4 * k + 2]) << 16) |
+            (static_cast<uint32_t>(quantize<F>(v[4 * k + 3])) << 24);
+      }
+    }
+  }
 }
 #endif
 

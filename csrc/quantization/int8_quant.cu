@@ -49,7 +49,11 @@ void static_scaled_int8_quant_cuda(
   const quant_gpu::GpuLaunchContext ctx(result);
   quant_gpu::dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    quant_gpu::launch_rows<T, quant_gpu::Int8Q>(p, vec, ctx.stream, kOp);
+    if (p.azp != nullptr) {
+      quant_gpu::launch_rows<T, quant_gpu::Int8Q<true>>(p, vec, ctx.stream, kOp);
+    } else {
+      quant_gpu::launch_rows<T, quant_gpu::Int8Q<false>>(p, vec, ctx.stream, kOp);
+    }
   });
 }
 

@@ -10,11 +10,15 @@
 // per pass, all loads issued before any math; ty = 256 / tx rows per block,
 // so short rows still fill the block.
 //
-// Quantisers turn x into the stored value: v = x / s (FP8: then clamped and
-// converted with fp8::quantize2), or v = rne(x / s) + azp (INT8: then NaN ->
-// 0 and saturated to [-128, 127]). x / s is the IEEE float32 division (nvcc's
-// default -prec-div=true, HIP's default correctly rounded division), so the
-// bits equal torch's float32 arithmetic.
+// Quantisers turn the quotient x / s into the stored value: v = x / s (FP8:
+// then clamped and converted), or v = rne(x / s) + azp (INT8: then NaN -> 0
+// and saturated to [-128, 127]). The codes equal those of the IEEE float32
+// division torch computes: where one scale covers a row (or the tensor), the
+// quotient comes from core/scale_div.h's ScaleDivisor (one reciprocal per
+// row, two FMAs a value, no branch, so the compiler interleaves a thread's
+// values; its codes are those of x / s) whenever the scale is in its fast
+// range, and from the IEEE division (nvcc's default -prec-div=true, HIP's
+// correctly rounded division) otherwise, and for column groups.
 //
 // Reductions (amax, min/max) are warp-size agnostic: shuffles over at most
 // STABLEOPS_WARP_SIZE lanes (32 on NVIDIA, 64 on CDNA), then shared memory
@@ -32,6 +36,7 @@
 
 #include "csrc/core/fp8.h"
 #include "csrc/core/gpu_vec.h"
+#include "csrc/core/scale_div.h"
 #include "csrc/gpu_compat.h"
 #include "csrc/quantization/quant_check.h"
 
@@ -114,41 +119,67 @@ struct RowQuant {
   bool zero;
 };
 
+// Quantiser Q: finish(quotient, q) is the value stored for quotient x / s;
+// value(x, q) the same from x with the IEEE division.
 template <fp8::Format F>
 struct Fp8Q {
+  __device__ __forceinline__ static float finish(float quotient, const RowQuant&) {
+    return quotient;
+  }
   __device__ __forceinline__ static float value(float x, const RowQuant& q) {
-    return x / q.s;
+    return finish(x / q.s, q);
   }
   template <int N>
   __device__ __forceinline__ static void store(uint8_t* p, const float (&v)[N]) {
-    uint32_t c[N];
     if constexpr (N == 1) {
-      c[0] = fp8::quantize<F>(v[0]);
+      const uint32_t c[1] = {fp8::quantize<F>(v[0])};
+      store_codes<1>(p, c);
     } else {
-#pragma unroll
-      for (int i = 0; i < N; i += 2) {
-        const uint32_t two = fp8::quantize2<F>(v[i], v[i + 1]);
-        c[i] = two & 0xffu;
-        c[i + 1] = two >> 8;
-      }
+      static_assert(N == 8, "units are 1 or 8 elements");
+      uint32_t c[2];
+      fp8::quantize_words<F, 8>(v, c);
+      const uint2 w = make_uint2(c[0], c[1]);
+      *reinterpret_cast<uint2*>(p) = w;
     }
-    store_codes<N>(p, c);
   }
 };
 
+// The INT8 code of t: round half to even, saturate to [-128, 127], NaN ->
+// 0. CUDA: one instruction, cvt.rni.sat.s8.f32 (PTX converts NaN to 0); HIP:
+// the same steps in float32.
+__device__ __forceinline__ uint32_t int8_code(float t) {
+#if STABLEOPS_ROCM
+  t = rintf(t);
+  t = t != t ? 0.0f : t;
+  t = fminf(fmaxf(t, -128.0f), 127.0f);
+  return static_cast<uint32_t>(static_cast<int32_t>(t)) & 0xffu;
+#else
+  int32_t r;
+  asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(r) : "f"(t));
+  return static_cast<uint32_t>(r) & 0xffu;
+#endif
+}
+
+// kAzp: with a zero point, v = rne(x / s) + azp (a float32 sum, as torch
+// computes it), whose code is int8_code(v); without, int8_code(x / s)
+// rounds the quotient itself (rne(q) + 0 has the same code).
+template <bool kAzp>
 struct Int8Q {
+  __device__ __forceinline__ static float finish(float quotient, const RowQuant& q) {
+    if constexpr (kAzp) {
+      return q.zero ? 0.0f : rintf(quotient) + q.azp;
+    } else {
+      return q.zero ? 0.0f : quotient;
+    }
+  }
   __device__ __forceinline__ static float value(float x, const RowQuant& q) {
-    return q.zero ? 0.0f : rintf(x / q.s) + q.azp;
+    return finish(x / q.s, q);
   }
   template <int N>
   __device__ __forceinline__ static void store(uint8_t* p, const float (&v)[N]) {
     uint32_t c[N];
 #pragma unroll
-    for (int i = 0; i < N; ++i) {
-      float t = v[i] != v[i] ? 0.0f : v[i];
-      t = fminf(fmaxf(t, -128.0f), 127.0f);
-      c[i] = static_cast<uint32_t>(static_cast<int32_t>(t)) & 0xffu;
-    }
+    for (int i = 0; i < N; ++i) c[i] = int8_code(v[i]);
     store_codes<N>(p, c);
   }
 };
@@ -296,6 +327,19 @@ inline unsigned grid_blocks(const char* op, int64_t num_rows, unsigned rows_per_
   return static_cast<unsigned>(blocks);
 }
 
+// Calls body(divide) with divide(x) giving x / s's quotient: ScaleDivisor's
+// when s is in its fast range, else the IEEE division. The branch is on s
+// alone (uniform), so neither loop body branches per value.
+template <class Body>
+__device__ __forceinline__ void with_divider(float s, Body&& body) {
+  const ScaleDivisor d(s);
+  if (d.fast) {
+    body([&](float x) { return d.quotient(x); });
+  } else {
+    body([&](float x) { return x / s; });
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Row traversal.
 // ---------------------------------------------------------------------------
@@ -382,11 +426,13 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
 
   if (p.group_n >= p.hidden) {  // one scale for the row
     q.s = STABLEOPS_LDG(srow);
-    for_row_units<T, N>(x, threadIdx.x, p.units, [&](int, int u, const float (&f)[N]) {
-      float v[N];
+    with_divider(q.s, [&](auto divide) {
+      for_row_units<T, N>(x, threadIdx.x, p.units, [&](int, int u, const float (&f)[N]) {
+        float v[N];
 #pragma unroll
-      for (int i = 0; i < N; ++i) v[i] = Q::value(f[i], q);
-      Q::template store<N>(o + static_cast<int64_t>(u) * N, v);
+        for (int i = 0; i < N; ++i) v[i] = Q::finish(divide(f[i]), q);
+        Q::template store<N>(o + static_cast<int64_t>(u) * N, v);
+      });
     });
     return;
   }
@@ -450,7 +496,7 @@ struct Fp8DynMode {
 // s = amax / 127; s == 0 writes zeros.
 struct Int8SymMode {
   using Op = AbsMaxOp;
-  using Q = Int8Q;
+  using Q = Int8Q<false>;
   __device__ __forceinline__ static RowQuant finish(
       uint32_t amax_bits, const DynParams& p, int64_t row, bool writer) {
     const float s = __uint_as_float(amax_bits) / 127.0f;
@@ -463,7 +509,7 @@ struct Int8SymMode {
 // zeros with azp 0.
 struct Int8AsymMode {
   using Op = MinMaxOp;
-  using Q = Int8Q;
+  using Q = Int8Q<true>;
   __device__ __forceinline__ static RowQuant finish(
       MinMaxOp::V mm, const DynParams& p, int64_t row, bool writer) {
     const float s = (mm.mx - mm.mn) / 255.0f;
@@ -514,17 +560,19 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
   const RowQuant q = Mode::finish(acc, p, r, valid && threadIdx.x == 0);
   if (!valid) return;
 
-  const auto quantise = [&](int, int u, const float (&f)[N]) {
-    float v[N];
+  with_divider(q.s, [&](auto divide) {
+    const auto quantise = [&](int, int u, const float (&f)[N]) {
+      float v[N];
 #pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = Q::value(f[i], q);
-    Q::template store<N>(o + static_cast<int64_t>(u) * N, v);
-  };
-  if constexpr (kResident) {
-    visit_units<T, N>(kept, threadIdx.x, units, quantise);
-  } else {
-    for_row_units<T, N>(x, threadIdx.x, units, quantise);
-  }
+      for (int i = 0; i < N; ++i) v[i] = Q::finish(divide(f[i]), q);
+      Q::template store<N>(o + static_cast<int64_t>(u) * N, v);
+    };
+    if constexpr (kResident) {
+      visit_units<T, N>(kept, threadIdx.x, units, quantise);
+    } else {
+      for_row_units<T, N>(x, threadIdx.x, units, quantise);
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------
