@@ -55,7 +55,8 @@ using torch::stable::Tensor;
 // as IEEE division gives them: rcp keeps the subnormal 1 / b of b > 2^126
 // that __fdividef would flush, so silu(-88) * inf stays -inf). In the
 // sigmoid a relative error of e^-z reaches v * sigmoid(z) scaled by
-// sigmoid(-z) < 1; erfc is activation_functors.h's erfc_cheb over these.
+// sigmoid(-z) < 1; erfc is activation_functors.h's erfc_cheb_abs over these
+// (1 / d there with the one-instruction rcp.approx.ftz: d >= 1).
 // tests/test_activation.py holds float32 results to 1e-5 relative of a
 // float64 reference and checks inf/NaN propagation.
 struct GpuMath {
@@ -64,6 +65,11 @@ struct GpuMath {
   }
   static __device__ __forceinline__ float div(float a, float b) {
     return a * stableops_rcp_approx(b);
+  }
+  // 1 / d for d >= 1 (erfc's t): no subnormal input, and a subnormal result
+  // (d > 2^126) flushing to 0 gives erfc 0, its value there.
+  static __device__ __forceinline__ float inv_ge1(float d) {
+    return stableops_rcp_approx_ftz(d);
   }
 };
 
@@ -114,7 +120,7 @@ struct Access<T, true> {
     Pack<T>::to_float(r, f);
   }
   __device__ __forceinline__ static void store(T* p, const float (&f)[kElems]) {
-    *reinterpret_cast<uint4*>(p) = Pack<T>::from_float(f);
+    gpu::store16(p, Pack<T>::from_float(f));
   }
 };
 

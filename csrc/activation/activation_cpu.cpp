@@ -48,6 +48,9 @@ struct CpuMath {
   static STABLEOPS_ALWAYS_INLINE float div(float a, float b) {
     return a / b;
   }
+  static STABLEOPS_ALWAYS_INLINE float inv_ge1(float d) {
+    return 1.0f / d;
+  }
 };
 
 // Elements of one row per task.

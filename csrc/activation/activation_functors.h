@@ -1,10 +1,11 @@
 // The activation ops of stableops, defined once for every backend.
 //
 // Each op is a functor templated on a math policy M that supplies
-//   M::exp(x) (float32) and M::div(a, b) (a / b):
+//   M::exp(x) (float32), M::div(a, b) (a / b) and M::inv_ge1(d) (1 / d for
+//   d >= 1):
 // the CPU kernel instantiates it with csrc/core/cpu_math.h's libm-free,
 // vectorisable functions, the GPU kernel with gpu_compat.h's fast forms.
-// erfc is built here from those two (erfc_cheb), the same on every backend. The
+// erfc is built here from those (erfc_cheb_abs), the same on every backend. The
 // functor also carries the op's description (Info: name, output argument,
 // memory layout, scalar arguments), read by the one validation of the family
 // (activation_check.h), so the kernels of both backends and the fake accept
@@ -21,6 +22,7 @@
 // falls below float32's resolution of 1, e.g. gelu(-7) * up = -0 * up).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 // The math: device code in GPU sources. Constructors (from the op's Scalars)
@@ -103,11 +105,12 @@ STABLEOPS_ACT_FN float gelu_tanh(float x) {
 // and one exp, no branch: cheaper than erfcf (GPU) and cpu::erfc_f32 (CPU),
 // whose 4 ulp the activation tolerances (1e-5 relative for float32) do not
 // need.
-// erfc(+inf) = 0, erfc(-inf) = 2, NaN propagates.
+// erfc_cheb_abs(z) is erfc(z) for z = |x| >= 0 (erfc(x) = 2 - erfc(|x|) for
+// x < 0; gelu_erf applies that); erfc(+inf) = 0, NaN propagates.
+// M::inv_ge1(d) is 1 / d for d >= 1.
 template <class M>
-STABLEOPS_ACT_FN float erfc_cheb(float x) {
-  const float z = x < 0.0f ? -x : x;
-  const float t = M::div(1.0f, 1.0f + 0.5f * z);
+STABLEOPS_ACT_FN float erfc_cheb_abs(float z) {
+  const float t = M::inv_ge1(1.0f + 0.5f * z);
   float p = 0.17087277f;
   p = p * t - 0.82215223f;
   p = p * t + 1.48851587f;
@@ -118,15 +121,16 @@ STABLEOPS_ACT_FN float erfc_cheb(float x) {
   p = p * t + 0.37409196f;
   p = p * t + 1.00002368f;
   p = p * t - 1.26551223f;
-  const float r = t * M::exp(p - z * z);
-  // NaN: x < 0 is false, r is NaN.
-  return x < 0.0f ? 2.0f - r : r;
+  return t * M::exp(p - z * z);
 }
 
-// 0.5 x (1 + erf(x / sqrt(2))) = 0.5 x erfc(-x / sqrt(2)).
+// 0.5 x (1 + erf(x / sqrt(2))) = 0.5 x erfc(-x / sqrt(2)), with
+// erfc(-x / sqrt(2)) = erfc_cheb_abs(|x| / sqrt(2)) for x <= 0 and 2 minus that
+// for x > 0 (NaN: x > 0 is false, the NaN propagates).
 template <class M>
 STABLEOPS_ACT_FN float gelu_erf(float x) {
-  return 0.5f * x * erfc_cheb<M>(x * -0.70710678118654752f);
+  const float r = erfc_cheb_abs<M>(fabsf(x) * 0.70710678118654752f);
+  return 0.5f * x * (x > 0.0f ? 2.0f - r : r);
 }
 
 // min(x, hi), NaN kept.

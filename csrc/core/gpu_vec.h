@@ -3,14 +3,33 @@
 //
 // Pack<T>: one 16-byte memory access (uint4) as 4 float32 or 8 float16 /
 // bfloat16 values, converted to and from float32 (round to nearest even).
+// store16: one 16-byte store.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "csrc/gpu_compat.h"
 
 namespace stableops {
 namespace gpu {
+
+// Stores 16 bytes at p (16-byte aligned) with one instruction. nvcc
+// compiled `*reinterpret_cast<uint4*>(p) = v` into four 4-byte stores in
+// the activation kernels (seen in their sm_90a SASS: four times the store
+// instructions, each a quarter of a sector per thread), whatever way the
+// pack was assembled, so CUDA states the vector store in PTX (a plain weak
+// st.global.v4; __stwb's .wb form compiles to a strong store). HIP's
+// compiler emits one 16-byte store for the plain assignment.
+__device__ __forceinline__ void store16(void* p, const uint4& v) {
+#if STABLEOPS_ROCM
+  *reinterpret_cast<uint4*>(p) = v;
+#else
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x),
+               "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+#endif
+}
 
 template <typename T>
 struct Pack;
@@ -47,13 +66,13 @@ struct Pack<stableops_half> {
     }
   }
   __device__ __forceinline__ static uint4 from_float(const float (&f)[kElems]) {
-    uint4 v;
-    stableops_half2* h = reinterpret_cast<stableops_half2*>(&v);
+    uint32_t w[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+      const stableops_half2 h = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+      memcpy(&w[i], &h, sizeof(w[i]));
     }
-    return v;
+    return make_uint4(w[0], w[1], w[2], w[3]);
   }
 };
 
@@ -70,13 +89,13 @@ struct Pack<stableops_bf16> {
     }
   }
   __device__ __forceinline__ static uint4 from_float(const float (&f)[kElems]) {
-    uint4 v;
-    stableops_bf162* h = reinterpret_cast<stableops_bf162*>(&v);
+    uint32_t w[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+      const stableops_bf162 h = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+      memcpy(&w[i], &h, sizeof(w[i]));
     }
-    return v;
+    return make_uint4(w[0], w[1], w[2], w[3]);
   }
 };
 
