@@ -79,13 +79,17 @@ struct Pack<stableops_half> {
 template <>
 struct Pack<stableops_bf16> {
   static constexpr int kElems = 8;
+  // A bfloat16 is the high half of its float32 (exact, NaNs included), so
+  // each word gives its two values with a shift and a mask. nvcc compiled
+  // __bfloat1622float2 into byte permutes of 16-bit halves and kept them
+  // apart (150 PRMT and spilled 16-bit values in rms_norm's K = 4 kernel,
+  // where fp16 needed neither).
   __device__ __forceinline__ static void to_float(const uint4& v, float (&f)[kElems]) {
-    const stableops_bf162* h = reinterpret_cast<const stableops_bf162*>(&v);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const float2 x = __bfloat1622float2(h[i]);
-      f[2 * i] = x.x;
-      f[2 * i + 1] = x.y;
+      f[2 * i] = __uint_as_float(w[i] << 16);  // element 2i: the low half
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
     }
   }
   __device__ __forceinline__ static uint4 from_float(const float (&f)[kElems]) {

@@ -63,6 +63,15 @@ constexpr int kVecBytes = 16;
 // 64 (AMD's wavefront).
 constexpr int kCachedMaxThreads = 256;
 constexpr int kCachedMaxPacksPerThread = 8;
+// Blocks of kCachedMaxThreads that must fit on one SM (CUDA's register
+// budget; HIP ignores it): the K packs of x, residual and weight a thread
+// holds need 12K registers, and nvcc left to itself kept the bfloat16 rows
+// as float32 (51 registers at K = 2, 126 at K = 4 fused with a weight: 4
+// and 2 blocks of 256 threads per SM, the bf16 norms 72-82% of copy where
+// fp16 reached 95%). K = 2: 6 blocks (<= 40 registers), K = 4: 4 (<= 64),
+// K = 8: 2 (<= 128).
+template <int K>
+constexpr int kCachedMinBlocks = K <= 2 ? 6 : (K <= 4 ? 4 : 2);
 // Rows of at most this many packs: several rows per block.
 constexpr int kGroupMaxPacks = 64;
 // Streaming path.
@@ -219,7 +228,7 @@ __device__ __forceinline__ float inv_rms(float sum_squares, const NormParams& p)
 // of two <= 32, several), reduced over lane groups. Thread x of a row owns
 // packs x, x + blockDim.x, ... (K of them).
 template <typename T, int K, bool kWeight, bool kFused>
-__global__ void STABLEOPS_LAUNCH_BOUNDS(kCachedMaxThreads, 1)
+__global__ void STABLEOPS_LAUNCH_BOUNDS(kCachedMaxThreads, kCachedMinBlocks<K>)
     rms_norm_cached_kernel(const NormParams p) {
   using A = VecAccess<T>;
   using raw_t = typename A::raw_t;
@@ -234,25 +243,22 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kCachedMaxThreads, 1)
   raw_t* out = row_ptr_of<raw_t, T>(p.out, r, p.out_stride);
   const raw_t* w = static_cast<const raw_t*>(p.weight);
 
-  // Every load of the thread is issued before any math.
+  // Every load of the row is issued before any math. The weight (the same
+  // for every row: in L1/L2) is loaded after the reduction, so its registers
+  // are not held across it.
   raw_t x[K];
   raw_t rs[K];
-  raw_t ws[K];
 #pragma unroll
   for (int j = 0; j < K; ++j) {
     const uint32_t k = threadIdx.x + j * blockDim.x;
     x[j] = A::zero();
     rs[j] = A::zero();
-    ws[j] = A::zero();
     if (active && k < p.units) {
       if constexpr (kFused) {
         x[j] = in[k]; // written by this kernel: no read-only cache
         rs[j] = res[k];
       } else {
         x[j] = STABLEOPS_LDG(in + k);
-      }
-      if constexpr (kWeight) {
-        ws[j] = STABLEOPS_LDG(w + k);
       }
     }
   }
@@ -271,6 +277,15 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kCachedMaxThreads, 1)
                                       : gpu::group_sum(acc, static_cast<int>(blockDim.x));
   const float inv = inv_rms(total, p);
 
+  raw_t ws[K];
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    const uint32_t k = threadIdx.x + j * blockDim.x;
+    ws[j] = A::zero();
+    if (kWeight && active && k < p.units) {
+      ws[j] = STABLEOPS_LDG(w + k);
+    }
+  }
 #pragma unroll
   for (int j = 0; j < K; ++j) {
     const uint32_t k = threadIdx.x + j * blockDim.x;
