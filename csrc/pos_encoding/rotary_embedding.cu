@@ -58,6 +58,12 @@ using gpu::Pack;
 using torch::headeronly::ScalarType;
 
 constexpr int kBlockThreads = 256;
+// Blocks of kBlockThreads that must fit on one SM (CUDA's register budget,
+// <= 64 registers a thread; HIP ignores it). The unit's values are held as
+// float32 (up to 48 of them): a budget of 48 registers (5 blocks) spilled
+// them to local memory and ran at 57-80% of copy where 64 ran at 78-90%
+// (H200, bf16, 2026-12-04).
+constexpr int kMinBlocksPerSm = 4;
 constexpr int kVecBytes = 16;
 // Heads per thread: 4 x packs in flight per thread on the vector paths.
 constexpr int kNeoxHeads = 2;
@@ -166,7 +172,9 @@ __device__ __forceinline__ void store_floats(E* p, const float (&f)[M]) {
       float tmp[kPack];
 #pragma unroll
       for (int j = 0; j < kPack; ++j) tmp[j] = f[k * kPack + j];
-      dst[k] = Pack<E>::from_float(tmp);
+      // One 16-byte store: the plain uint4 assignment became four 4-byte
+      // stores in the sm_90a SASS (see gpu::store16).
+      gpu::store16(dst + k, Pack<E>::from_float(tmp));
     }
   } else {
     using W = typename Word<kBytes>::type;
@@ -185,7 +193,7 @@ __device__ __forceinline__ void store_floats(E* p, const float (&f)[M]) {
 // T: query/key element, C: cache element; kPairs pairs per unit; kVec: the
 // host proved every access of the unit 16-byte aligned (else element access).
 template <typename T, typename C, int kPairs, bool kNeox, int kHeads, bool kVec>
-__global__ void __launch_bounds__(kBlockThreads) rotary_embedding_kernel(const RotaryGpuParams p) {
+__global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm) rotary_embedding_kernel(const RotaryGpuParams p) {
   // NeoX: two runs of kPairs (x[i0..], x[half + i0..]); GPT-J: one run of
   // 2 * kPairs interleaved pairs (x[2 i0..]).
   constexpr int kRun = kNeox ? kPairs : 2 * kPairs;
