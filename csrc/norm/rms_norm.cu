@@ -244,8 +244,8 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kCachedMaxThreads, kCachedMinBlocks<K>)
   const raw_t* w = static_cast<const raw_t*>(p.weight);
 
   // Every load of the row is issued before any math. The weight (the same
-  // for every row: in L1/L2) is loaded after the reduction, so its registers
-  // are not held across it.
+  // for every row: in L1/L2) is loaded after the row's sum of squares, so
+  // its registers are not held with the residual's.
   raw_t x[K];
   raw_t rs[K];
 #pragma unroll
@@ -272,11 +272,9 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kCachedMaxThreads, kCachedMinBlocks<K>)
       res[k] = x[j];
     }
   }
-  // Uniform over the block: blockDim.y == 1 means one row per block.
-  const float total = blockDim.y == 1 ? gpu::block_sum(acc, scratch)
-                                      : gpu::group_sum(acc, static_cast<int>(blockDim.x));
-  const float inv = inv_rms(total, p);
-
+  // The weight's loads are issued before the reduction and arrive during
+  // it; its registers replace rs's, so the peak (x and the weight, at the
+  // stores) is no higher.
   raw_t ws[K];
 #pragma unroll
   for (int j = 0; j < K; ++j) {
@@ -286,6 +284,11 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kCachedMaxThreads, kCachedMinBlocks<K>)
       ws[j] = STABLEOPS_LDG(w + k);
     }
   }
+  // Uniform over the block: blockDim.y == 1 means one row per block.
+  const float total = blockDim.y == 1 ? gpu::block_sum(acc, scratch)
+                                      : gpu::group_sum(acc, static_cast<int>(blockDim.x));
+  const float inv = inv_rms(total, p);
+
 #pragma unroll
   for (int j = 0; j < K; ++j) {
     const uint32_t k = threadIdx.x + j * blockDim.x;
