@@ -527,12 +527,21 @@ struct Int8AsymMode {
 // between the reduction and the quantisation, so the input is read once;
 // otherwise the quantisation reads the row again.
 //
-// Six blocks per SM (<= 40 registers; HIP ignores the bound): against four
-// (<= 64) a few bytes spill, and per-token FP8 / dynamic INT8 rose from
-// 80.5 / 79.6% to 84.6 / 83.6% of copy at T = 4096, H = 8192 (H200, bf16):
-// more rows in flight hide the reduction between a row's loads and stores.
+// Blocks per SM asked of ptxas (HIP ignores the bound): six (<= 40
+// registers) for a resident 16-bit row of 16-byte loads, four (<= 64)
+// otherwise. Six hide the
+// reduction between a row's loads and its stores behind more rows in flight:
+// per-token FP8 / dynamic INT8 rose from 80.5 / 79.6% to 84.6 / 83.6% of
+// copy at T = 4096, H = 8192 (H200, bf16), a few bytes spilling; a float32
+// row (twice the registers) or the two-pass form spilled 24-168 bytes under
+// six, so they keep four.
+template <typename T, int N, bool kResident>
+constexpr int dynamic_rows_min_blocks() {
+  return kResident && N == kVec && sizeof(T) == 2 ? 6 : 4;
+}
+
 template <typename T, int N, class Mode, bool kResident>
-__global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 6)
+__global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, (dynamic_rows_min_blocks<T, N, kResident>()))
     dynamic_rows_kernel(const DynParams p) {
   using Op = typename Mode::Op;
   using Q = typename Mode::Q;
