@@ -525,6 +525,12 @@ GPU_SHAPES = [
     (2, 65536),  # streaming packs
     (3, 4095),  # odd: streaming elements
     (4, 2, 127),  # odd, 3-D
+    # Grids of thousands of blocks, several times what a GPU keeps resident
+    # (each launch shape of the vector path):
+    (100000, 256),  # several rows per block
+    (6000, 1024),  # K = 2, 64-thread blocks (16-bit)
+    (2500, 8192),  # K = 4 (16-bit), K = 8 (fp32)
+    (1200, 16384),  # K = 8 (16-bit): no prefetch
 ]
 
 
