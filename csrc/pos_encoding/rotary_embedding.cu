@@ -23,9 +23,9 @@
 //   * vector path (chosen on the host when every pointer, stride and the
 //     rotated span allow it): 16-byte accesses (gpu::Pack): NeoX units are
 //     one pack from each half (kPairs = 8 fp16/bf16, 4 fp32), GPT-J units
-//     one pack of interleaved pairs (kPairs = 4 or 2); 4 packs per thread in
-//     flight. Scalar path (odd offsets/strides/spans): kPairs = 1 with element
-//     accesses, same structure;
+//     one pack of interleaved pairs (kPairs = 4 or 2); 4 (NeoX) or 2
+//     (GPT-J) packs per thread in flight. Scalar path (odd offsets, strides
+//     or spans): kPairs = 1 with element accesses, same structure;
 //   * threads enumerate (token, head group, unit) with the unit fastest, so
 //     consecutive lanes touch consecutive 16-byte chunks of a head;
 //     query heads come first, then key heads, in the same launch;
@@ -58,16 +58,20 @@ using gpu::Pack;
 using torch::headeronly::ScalarType;
 
 constexpr int kBlockThreads = 256;
-// Blocks of kBlockThreads that must fit on one SM (CUDA's register budget,
-// <= 64 registers a thread; HIP ignores it). The unit's values are held as
-// float32 (up to 48 of them): a budget of 48 registers (5 blocks) spilled
-// them to local memory and ran at 57-80% of copy where 64 ran at 78-90%
-// (H200, bf16, 2026-12-04).
-constexpr int kMinBlocksPerSm = 4;
+// Blocks of kBlockThreads that must fit on one SM (CUDA's register budget;
+// HIP ignores it), by style. The unit's values are held as float32: NeoX
+// (2 heads x 16 values) under 48 registers (5 blocks) spilled them and ran
+// at 57-80% of copy where 64 (4 blocks) ran at 78-90%; with 1 head per
+// thread and 6 blocks it lost 1-10%. GPT-J with 2 heads per thread (was 4)
+// fits 40 registers (6 blocks) and gained 1-2% at T >= 4096, 15-20% at
+// T = 16 (H200, bf16/fp16, 2026-12-04).
+constexpr int kNeoxMinBlocks = 4;
+constexpr int kGptjMinBlocks = 6;
 constexpr int kVecBytes = 16;
-// Heads per thread: 4 x packs in flight per thread on the vector paths.
+// Heads per thread: on the vector paths 4 packs in flight per NeoX thread,
+// 2 per GPT-J thread (with more threads per SM; see above).
 constexpr int kNeoxHeads = 2;
-constexpr int kGptjHeads = 4;
+constexpr int kGptjHeads = 2;
 
 struct RotaryGpuParams {
   const int64_t* positions;
@@ -193,7 +197,8 @@ __device__ __forceinline__ void store_floats(E* p, const float (&f)[M]) {
 // T: query/key element, C: cache element; kPairs pairs per unit; kVec: the
 // host proved every access of the unit 16-byte aligned (else element access).
 template <typename T, typename C, int kPairs, bool kNeox, int kHeads, bool kVec>
-__global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm) rotary_embedding_kernel(const RotaryGpuParams p) {
+__global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, (kNeox ? kNeoxMinBlocks : kGptjMinBlocks))
+    rotary_embedding_kernel(const RotaryGpuParams p) {
   // NeoX: two runs of kPairs (x[i0..], x[half + i0..]); GPT-J: one run of
   // 2 * kPairs interleaved pairs (x[2 i0..]).
   constexpr int kRun = kNeox ? kPairs : 2 * kPairs;
