@@ -530,7 +530,7 @@ GPU_SHAPES = [
     (100000, 256),  # several rows per block
     (6000, 1024),  # K = 2, 64-thread blocks (16-bit)
     (2500, 8192),  # K = 4 (16-bit), K = 8 (fp32)
-    (1200, 16384),  # K = 8 (16-bit): no prefetch
+    (1200, 16384),  # K = 8 (16-bit)
 ]
 
 

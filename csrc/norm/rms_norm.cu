@@ -69,7 +69,8 @@ constexpr int kCachedMaxPacksPerThread = 8;
 // as float32 (51 registers at K = 2, 126 at K = 4 fused with a weight: 4
 // and 2 blocks of 256 threads per SM, the bf16 norms 72-82% of copy where
 // fp16 reached 95%). K = 2: 6 blocks (<= 40 registers), K = 4: 4 (<= 64),
-// K = 8: 2 (<= 128).
+// K = 8: 2 (<= 128). (Those counts are from before gpu::Pack unpacked
+// bf16 with a shift and a mask; with it none of these kernels spills.)
 template <int K>
 constexpr int kCachedMinBlocks = K <= 2 ? 6 : (K <= 4 ? 4 : 2);
 // Rows of at most this many packs: several rows per block.

@@ -529,12 +529,11 @@ struct Int8AsymMode {
 //
 // Blocks per SM asked of ptxas (HIP ignores the bound): six (<= 40
 // registers) for a resident 16-bit row of 16-byte loads, four (<= 64)
-// otherwise. Six hide the
-// reduction between a row's loads and its stores behind more rows in flight:
-// per-token FP8 / dynamic INT8 rose from 80.5 / 79.6% to 84.6 / 83.6% of
-// copy at T = 4096, H = 8192 (H200, bf16), a few bytes spilling; a float32
-// row (twice the registers) or the two-pass form spilled 24-168 bytes under
-// six, so they keep four.
+// otherwise. Six hide the reduction between a row's loads and its stores
+// behind more rows in flight: per-token FP8 / dynamic INT8 rose from
+// 80.5 / 79.6% to 84.6 / 83.6% of copy at T = 4096, H = 8192 (H200, bf16),
+// a few bytes spilling; a float32 row (twice the registers) or the
+// two-pass form spilled 24-168 bytes under six, so they keep four.
 template <typename T, int N, bool kResident>
 constexpr int dynamic_rows_min_blocks() {
   return kResident && N == kVec && sizeof(T) == 2 ? 6 : 4;
