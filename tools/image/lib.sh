@@ -61,11 +61,17 @@ check_mirror() {
   die "no network to the Debian mirror: could not fetch $url (the build image needs it the first time); check the network or set STABLEOPS_DEBIAN_MIRROR"
 }
 
-# Name resolution inside the image follows the host's.
+# Name resolution inside the image follows the host's. Every entry into the
+# image (tools/bazel, tools/rbe/engine.sh, ...) refreshes the files, often
+# several at once: each writes its own temporary file and renames it into
+# place, so no entry can rename away another's (a shared "$f.new" once made
+# a concurrent `tools/bazel` fail with "mv: cannot stat .../etc/hosts.new").
 copy_host_net_config() {
-  local root=$1 f
+  local root=$1 f tmp
   for f in /etc/resolv.conf /etc/hosts; do
-    [[ -r $f ]] && cat "$f" >"$root$f.new" && mv -f "$root$f.new" "$root$f"
+    [[ -r $f ]] || continue
+    tmp="$root$f.new.$BASHPID"
+    cat "$f" >"$tmp" && mv -f "$tmp" "$root$f"
   done
   return 0
 }
