@@ -452,7 +452,11 @@ def test_functional_form(op: Op) -> None:
 # ---------------------------------------------------------------------------
 # Input shapes on the GPU: one pack per row, short rows sharing a block, the
 # two model widths, rows needing several blocks, odd last dims (scalar path).
-GPU_SHAPES = [(1, 16), (3, 64), (5, 2 * 4096), (2, 2 * 14336), (4099, 2 * 96), (7, 2 * 1000), (3, 14), (9, 2 * 4097), (2, 3, 40)]
+# The vector path of up to 8192 blocks of 64 packs takes the small-tensor
+# kernel; (9000, 2 * 96) (9000 blocks) the general one with short rows
+# sharing a block; test_gpu_general_kernel_long_rows the general one with
+# long rows.
+GPU_SHAPES = [(1, 16), (3, 64), (5, 2 * 4096), (2, 2 * 14336), (4099, 2 * 96), (7, 2 * 1000), (3, 14), (9, 2 * 4097), (2, 3, 40), (9000, 2 * 96)]
 
 
 @requires_gpu
@@ -464,6 +468,19 @@ def test_gpu_matches_reference(op: Op, dtype: torch.dtype) -> None:
         out = poisoned(op.out_shape(shape), dtype, "cuda")
         op(out, x)
         assert_matches(op, out, x)
+
+
+@requires_gpu
+@pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+def test_gpu_general_kernel_long_rows(op: Op) -> None:
+    # 1100 rows of 4096 outputs: 8800 blocks of 64 packs, past the
+    # small-tensor kernel's 8192: the general kernel, two or four packs per
+    # thread.
+    shape = (1100, 2 * 4096 if op.gated else 4096)
+    x = make_input(shape, torch.bfloat16, seed=9, device="cuda")
+    out = poisoned(op.out_shape(shape), torch.bfloat16, "cuda")
+    op(out, x)
+    assert_matches(op, out, x)
 
 
 @requires_gpu
