@@ -764,7 +764,7 @@ def test_torch_compile_fullgraph_cpu(dynamic: bool) -> None:
 GPU_SHAPES = [
     (1, 4096),  # one token: latency path (static: the small-tensor kernel)
     (37, 4096),  # vector path, several rows per block
-    (300, 4096),  # static: the general kernel (2400 blocks of 64 units), two units a thread
+    (300, 4096),  # static: past the small-tensor kernel (2400 blocks of 64 units)
     (5, 8192),  # a row resident in registers: 256 threads x 4 units
     (3, 12296),  # per-token rows too long for registers: two passes
     (9, 136),  # short rows: many rows per block

@@ -9,9 +9,8 @@
 // share a row and each handles up to kUnits units of it per pass, all loads
 // issued before any math; ty = 256 / tx rows per block, so short rows still
 // fill the block. Small tensors of the static ops take small_rows_kernel
-// (one unit per thread); otherwise few rows spread wider: rows_kernel also
-// splits a row over blocks (grid.y, core/launch_shape.h) with fewer units
-// per thread, and the per-row reductions give a row up to 256 threads.
+// (one unit per thread, a row over several blocks); the per-row reductions
+// give the rows of a small launch up to 256 threads.
 //
 // Quantisers turn the quotient x / s into the stored value: v = x / s (FP8:
 // then clamped and converted), or v = rne(x / s) + azp (INT8: then NaN -> 0
@@ -39,7 +38,6 @@
 
 #include "csrc/core/fp8.h"
 #include "csrc/core/gpu_vec.h"
-#include "csrc/core/launch_shape.h"
 #include "csrc/core/scale_div.h"
 #include "csrc/gpu_compat.h"
 #include "csrc/quantization/quant_check.h"
@@ -51,7 +49,8 @@ constexpr int kVec = 8;              // elements per unit on the vector path
 constexpr int kBlockThreads = 256;   // every kernel's block size
 constexpr int kUnits = 4;            // units per thread per pass
 constexpr int kMaxWarps = kBlockThreads / 32;
-// Blocks a launch of few rows aims for at least (2 per SM of an H100/H200).
+// Blocks a per-row launch aims for at least (2 per SM of an H100/H200)
+// before its rows get 256 threads.
 constexpr int64_t kMinGridBlocks = 264;
 
 // ---------------------------------------------------------------------------
@@ -351,29 +350,29 @@ __device__ __forceinline__ void with_divider(float s, Body&& body) {
 // Row traversal.
 // ---------------------------------------------------------------------------
 
-// Loads units base + j * blockDim.x (j < per <= kUnits, the unit < units)
-// of row `x`: every load is issued before any of them is used.
+// Loads units base + j * blockDim.x (j < kUnits, the unit < units) of row
+// `x`: every load is issued before any of them is used.
 template <typename T, int N>
 __device__ __forceinline__ void load_units(
-    Raw<T, N> (&raw)[kUnits], const T* x, int base, int units, int per = kUnits) {
+    Raw<T, N> (&raw)[kUnits], const T* x, int base, int units) {
   const int stride = static_cast<int>(blockDim.x);
 #pragma unroll
   for (int j = 0; j < kUnits; ++j) {
     const int u = base + j * stride;
-    if (j < per && u < units) raw[j].load(x + static_cast<int64_t>(u) * N);
+    if (u < units) raw[j].load(x + static_cast<int64_t>(u) * N);
   }
 }
 
-// fn(j, u, values) on each unit load_units(raw, x, base, units, per)
-// loaded; j is a constant once unrolled.
+// fn(j, u, values) on each unit load_units(raw, x, base, units) loaded; j
+// is a constant once unrolled.
 template <typename T, int N, class Fn>
 __device__ __forceinline__ void visit_units(
-    const Raw<T, N> (&raw)[kUnits], int base, int units, Fn&& fn, int per = kUnits) {
+    const Raw<T, N> (&raw)[kUnits], int base, int units, Fn&& fn) {
   const int stride = static_cast<int>(blockDim.x);
 #pragma unroll
   for (int j = 0; j < kUnits; ++j) {
     const int u = base + j * stride;
-    if (j < per && u < units) {
+    if (u < units) {
       float f[N];
       raw[j].to_float(f);
       fn(j, u, f);
@@ -392,21 +391,6 @@ __device__ __forceinline__ void for_row_units(const T* x, int first, int units, 
   }
 }
 
-// Visits this block's chunks of row `x` (rows_kernel's grid: chunk c of a
-// row is units [c * blockDim.x * per, (c + 1) * blockDim.x * per), chunks
-// blockIdx.y, blockIdx.y + gridDim.y, ...), `per` units of a chunk per thread
-// with their loads in flight together.
-template <typename T, int N, class Fn>
-__device__ __forceinline__ void for_row_chunks(const T* x, int units, int per, Fn&& fn) {
-  const int64_t chunk = static_cast<int64_t>(blockDim.x) * per;
-  for (int64_t base = blockIdx.y * chunk + threadIdx.x; base < units;
-       base += gridDim.y * chunk) {
-    Raw<T, N> raw[kUnits];
-    load_units<T, N>(raw, x, static_cast<int>(base), units, per);
-    visit_units<T, N>(raw, static_cast<int>(base), units, fn, per);
-  }
-}
-
 // ---------------------------------------------------------------------------
 // Kernels.
 // ---------------------------------------------------------------------------
@@ -422,7 +406,6 @@ struct RowsParams {
   int64_t num_rows;
   int32_t hidden;
   int32_t units;  // units per row: hidden / N
-  int32_t per_thread;  // units per thread per chunk: 1 .. kUnits
   const float* scale;
   int64_t group_m;
   int32_t group_n;  // at most hidden; == hidden: one scale per row
@@ -485,18 +468,18 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
   const int64_t row = block * blockDim.y + threadIdx.y;
   if (row >= p.num_rows) return;  // no barrier in this kernel
   quantize_row<T, N, Q>(p, row, [&](const T* x, auto&& fn) {
-    for_row_chunks<T, N>(x, p.units, p.per_thread, fn);
+    for_row_units<T, N>(x, threadIdx.x, p.units, fn);
   });
 }
 
 // The small-tensor form of rows_kernel (vector path): a fixed block of
 // kSmallBlock threads, one unit per thread, grid (units / kSmallBlock, rows),
-// no loop; the unit's loads are issued before the scale's. The general
-// kernel's prologue (its launch-shape arithmetic and chunk loop) cost about
-// 0.4 us of a 1.75 us call at one token of 4096 on an H200. Up to
-// kSmallMaxBlocks blocks it is the faster of the two (static FP8, T = 128,
-// H = 8192: 2.93 against 3.24 us); at 4096 blocks they are equal, at 8192
-// the general kernel is 10-35% faster.
+// no loop; the unit's loads are issued before the scale's. rows_kernel puts
+// one token of 4096 on one block (128 threads of four units each, behind its
+// row arithmetic and pass loop): 1.75 us against 1.35 us for this kernel on
+// an H200. Up to kSmallMaxBlocks blocks it is the faster of the two (static
+// FP8, T = 128, H = 8192: 2.93 against 3.24 us); at 4096 blocks they are
+// equal, at 8192 rows_kernel is 10-35% faster.
 constexpr int kSmallBlock = 64;  // one AMD wavefront, two NVIDIA warps
 constexpr int64_t kSmallMaxBlocks = 2048;
 
@@ -710,11 +693,9 @@ struct GpuLaunchContext {
   cudaStream_t stream;
 };
 
-// rows_kernel over p's rows; p.units and p.per_thread are set from the path
-// and the launch shape (core/launch_shape.h: few rows spread over at least
-// kMinGridBlocks blocks where they can). Small tensors on the vector path
-// (one unit per thread in kSmallBlock-thread blocks needs at most
-// kSmallMaxBlocks blocks) take small_rows_kernel.
+// rows_kernel over p's rows (p.units set from the path); small tensors on
+// the vector path (one unit per thread in kSmallBlock-thread blocks needs at
+// most kSmallMaxBlocks blocks) take small_rows_kernel.
 template <typename T, class Q>
 void launch_rows(RowsParams p, bool vec, cudaStream_t stream, const char* op) {
   p.units = vec ? p.hidden / kVec : p.hidden;
@@ -726,12 +707,8 @@ void launch_rows(RowsParams p, bool vec, cudaStream_t stream, const char* op) {
     STABLEOPS_GPU_CHECK_LAUNCH();
     return;
   }
-  const launch_shape::RowChunks shape = launch_shape::spread_rows(
-      p.num_rows, p.units, kUnits, kBlockThreads, kMinGridBlocks, /*min_bx=*/64);
-  p.per_thread = static_cast<int32_t>(shape.per_thread);
-  const dim3 block(static_cast<unsigned>(shape.bx), static_cast<unsigned>(shape.by));
-  const dim3 grid(grid_blocks(op, p.num_rows, block.y),
-                  static_cast<unsigned>(shape.chunks < 65535 ? shape.chunks : 65535));
+  const dim3 block = block_shape(p.units);
+  const dim3 grid(grid_blocks(op, p.num_rows, block.y));
   if (vec) {
     rows_kernel<T, kVec, Q><<<grid, block, 0, stream>>>(p);
   } else {
@@ -740,8 +717,8 @@ void launch_rows(RowsParams p, bool vec, cudaStream_t stream, const char* op) {
   STABLEOPS_GPU_CHECK_LAUNCH();
 }
 
-// dynamic_rows_kernel over p's rows of `hidden` elements.
-// A row's reduction stays in one block; when the rows give fewer than
+// dynamic_rows_kernel over p's rows of `hidden` elements. A row's
+// reduction stays in one block; when the rows give fewer than
 // kMinGridBlocks blocks, a row gets up to 256 threads (one unit each where
 // the row allows) instead of kUnits units per thread: more SMs and less
 // serial work per thread for a few tokens.
