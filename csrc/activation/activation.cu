@@ -24,10 +24,11 @@
 //     wavefront), bx threads along a row times by rows, bx the smallest
 //     power of two that covers the row's packs in U steps (at most 256), so
 //     short rows share a block. grid.x covers the rows, grid.y the chunks of
-//     bx * P packs of a row (a loop when there are more than 65535), P = U
-//     packs per thread. When that gives fewer than 264 blocks, blocks narrow
-//     to 64 threads, then P drops to 1, so a few long rows still spread over
-//     the SMs. No shared memory, no reduction, no synchronisation:
+//     bx * P accesses of a row (a loop when there are more than 65535), P =
+//     U per thread. On the scalar path, when that gives fewer than 264
+//     blocks, blocks narrow to 64 threads, then P drops to 1, so a few long
+//     rows still spread over the SMs (the vector path gets here with
+//     hundreds of blocks). No shared memory, no reduction, no synchronisation:
 //     warp/wavefront size does not matter. 64-bit element offsets (T * d
 //     may exceed 2^31).
 //   * One launch on the current stream of the tensors' device, no allocation,
@@ -157,7 +158,7 @@ struct ActParams {
   int64_t vecs; // accesses per output row: d / kElems
   int64_t in_stride; // elements between rows
   int64_t out_stride;
-  int32_t per_thread; // output packs per thread per chunk: 1 .. U
+  int32_t per_thread; // scalar path: accesses per thread per chunk, 1 .. U
 };
 
 // Output packs handled by one thread per chunk: enough loads in flight.
@@ -222,9 +223,10 @@ __device__ __forceinline__ void apply_op(const Op& op, const typename A::Raw& ra
   }
 }
 
-// blockDim = (bx, by), P = p.per_thread: thread (x, y) of block (bx_i,
-// chunk) handles row bx_i * by + y, output accesses chunk * bx * P + x + u *
-// bx (u < P), and the same of the following chunks grid.y apart.
+// blockDim = (bx, by), P = U (vector path) or p.per_thread (scalar path):
+// thread (x, y) of block (bx_i, chunk) handles row bx_i * by + y, output
+// accesses chunk * bx * P + x + u * bx (u < P), and the same of the
+// following chunks grid.y apart.
 template <typename T, bool kVector, class Op>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
     activation_kernel(const ActParams p, const Op op) {
@@ -236,7 +238,11 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
   if (row >= p.rows) return;
   const T* in = static_cast<const T*>(p.in) + row * p.in_stride;
   T* out = static_cast<T*>(p.out) + row * p.out_stride;
-  const int64_t chunk = static_cast<int64_t>(blockDim.x) * p.per_thread;
+  // The vector path keeps U (the launch gives it the widest shape): it
+  // reaches this kernel past 8192 blocks of 64 packs, where that shape
+  // already has hundreds of blocks, or with offsets beyond 32 bits.
+  const int per = kVector ? U : p.per_thread;
+  const int64_t chunk = static_cast<int64_t>(blockDim.x) * per;
 
   for (int64_t first = static_cast<int64_t>(blockIdx.y) * chunk + threadIdx.x;
        first < p.vecs;
@@ -247,14 +253,14 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t k = first + static_cast<int64_t>(u) * blockDim.x;
-      if (u < p.per_thread && k < p.vecs) {
+      if (u < per && k < p.vecs) {
         load_access<A, Op>(in, k, p.d, ra[u], rb[u]);
       }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t k = first + static_cast<int64_t>(u) * blockDim.x;
-      if (u < p.per_thread && k < p.vecs) {
+      if (u < per && k < p.vecs) {
         float fo[N];
         apply_op<A, Op>(op, ra[u], rb[u], fo);
         A::store(out + k * N, fo);
@@ -342,8 +348,10 @@ void launch(const Op& op, const ActivationDims& dims, const Tensor& out,
     return;
   }
 
+  // The scalar path spreads few rows (narrower blocks, then fewer accesses
+  // per thread); the vector path takes the widest shape (see the kernel).
   const launch_shape::RowChunks shape = launch_shape::spread_rows(
-      dims.rows, p.vecs, U, kBlockThreads, kMinGridBlocks, /*min_bx=*/64);
+      dims.rows, p.vecs, U, kBlockThreads, vector ? 1 : kMinGridBlocks, /*min_bx=*/64);
   STD_TORCH_CHECK(shape.row_blocks <= INT32_MAX, Op::kInfo.name, ": ", dims.rows,
                   " rows exceed the kernel's grid");
   p.per_thread = static_cast<int32_t>(shape.per_thread);

@@ -1,8 +1,8 @@
-// Launch shapes of a general GPU kernel that cuts rows into independent
-// units of work (activation.cu's activation_kernel: small tensors on its
-// vector path take a lean one-pack-per-thread kernel instead, so this shapes
-// large tensors and the scalar path). Host code only: no CUDA or HIP names,
-// so //tests:launch_shape_test checks it on the CPU.
+// Launch shapes of a general GPU kernel that cuts rows into independent units
+// of work (activation.cu's activation_kernel: small tensors on its vector
+// path take a lean one-pack-per-thread kernel instead, large ones the widest
+// shape, so the spreading below serves its scalar path). Host code only: no
+// CUDA or HIP names, so //tests:launch_shape_test checks it on the CPU.
 //
 // A block is [bx threads along a row] x [by rows]; a thread handles up to
 // `per_thread` units of a chunk of bx * per_thread units (units bx apart, all
