@@ -15,8 +15,8 @@
 //     the row strides and d are multiples of the pack; otherwise the scalar
 //     path runs the same code one element at a time (any d, any row stride,
 //     any alignment).
-//   * Tensors up to 8192 blocks of 64 packs (T x d up to 4M outputs: 1024
-//     tokens of 4096) on the vector path take a lean kernel,
+//   * Tensors up to 8192 blocks of 64 packs (4M 16-bit outputs: 1024 tokens
+//     of 4096; 2M float32 ones) on the vector path take a lean kernel,
 //     small_activation_kernel: one pack per thread, 32-bit offsets, no loop.
 //   * Otherwise (larger tensors, and the scalar path at any size), the
 //     general kernel with core/launch_shape.h's spread_rows:
