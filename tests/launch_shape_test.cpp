@@ -4,8 +4,9 @@
 // than asked, and a grid that covers every unit of every row exactly once
 // under the kernels' indexing (rows blockIdx.x * by + y, units chunk * bx *
 // per + x + u * bx); large tensors keep the widest shape; a shape short of
-// min_blocks has nothing left to spread. Exits non-zero on a failure, after
-// printing it.
+// min_blocks has nothing left to spread; small_blocks_per_row gives the
+// fewest kSmallBlock-thread blocks holding a row's units, one per thread.
+// Exits non-zero on a failure, after printing it.
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -19,7 +20,7 @@ using stableops::launch_shape::RowChunks;
 using stableops::launch_shape::spread_rows;
 
 constexpr int64_t kThreads = 256;
-constexpr int64_t kMinBlocks = 264;
+constexpr int64_t kMinBlocks = stableops::launch_shape::kMinGridBlocks;
 constexpr int64_t kMinBx = 64;
 
 int failures = 0;
@@ -117,6 +118,16 @@ int main() {
   const RowChunks big = spread_rows(4096, 512, 2, kThreads, kMinBlocks, kMinBx);
   if (big.bx != 256 || big.by != 1 || big.per_thread != 2 || big.chunks != 1) {
     fail("4096 tokens of 512 packs", 4096, 512, 2, big);
+  }
+  // The small-tensor kernels: every unit has a thread, no block is idle.
+  using stableops::launch_shape::kSmallBlock;
+  for (int64_t units = 1; units <= 70000; ++units) {
+    const int64_t b = stableops::launch_shape::small_blocks_per_row(units);
+    if (b * kSmallBlock < units || (b - 1) * kSmallBlock >= units) {
+      std::printf("FAIL small_blocks_per_row(%" PRId64 ") = %" PRId64 "\n", units, b);
+      ++failures;
+      break;
+    }
   }
   if (failures != 0) {
     std::printf("%d failure(s)\n", failures);

@@ -88,8 +88,7 @@ constexpr int kBlockThreads = 256;
 // and swigluoai_and_mul from 86-95% to 89-99%, the rest equal or better; 6
 // blocks (<= 40) was no better, 8 (<= 32) spilled.
 constexpr int kMinBlocksPerSm = 5;
-// Blocks a launch aims for at least (2 per SM of an H100/H200's 132).
-constexpr int64_t kMinGridBlocks = 264;
+using launch_shape::kMinGridBlocks;
 
 // Scalar element <-> float32.
 __device__ __forceinline__ float to_float(float v) {
@@ -279,7 +278,7 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
 // two at T = 64 .. 1024 (gelu_and_mul T = 256, d = 4096: 3.45 against
 // 4.38 us); above it, the general kernel's several loads in flight per
 // thread win (gelu_new at 14336 blocks: 10.5 against 10.1 us).
-constexpr int kSmallBlock = 64;  // one AMD wavefront, two NVIDIA warps
+using launch_shape::kSmallBlock;
 constexpr int64_t kSmallMaxBlocks = 8192;
 struct SmallParams {
   const void* in;
@@ -331,7 +330,8 @@ void launch(const Op& op, const ActivationDims& dims, const Tensor& out,
   // Small tensors: the lean kernel, where one pack per thread in blocks of
   // kSmallBlock threads needs at most kSmallMaxBlocks blocks (so rows fit
   // grid.y) and every offset fits 32 bits.
-  const int64_t small_blocks = dims.rows * ((p.vecs + kSmallBlock - 1) / kSmallBlock);
+  const int64_t row_blocks = launch_shape::small_blocks_per_row(p.vecs);
+  const int64_t small_blocks = dims.rows * row_blocks;
   const int64_t in_stride = dims.rows == 1 ? 0 : dims.in_stride;
   const int64_t out_stride = dims.rows == 1 ? 0 : dims.out_stride;
   const int64_t in_row = Op::kInfo.layout == Layout::kElementwise ? dims.d : 2 * dims.d;
@@ -341,7 +341,7 @@ void launch(const Op& op, const ActivationDims& dims, const Tensor& out,
     const SmallParams sp{p.in, p.out, static_cast<int32_t>(p.vecs),
                          static_cast<int32_t>(dims.d), static_cast<int32_t>(in_stride),
                          static_cast<int32_t>(out_stride)};
-    const dim3 grid(static_cast<uint32_t>((p.vecs + kSmallBlock - 1) / kSmallBlock),
+    const dim3 grid(static_cast<uint32_t>(row_blocks),
                     static_cast<uint32_t>(dims.rows));
     small_activation_kernel<T, Op><<<grid, kSmallBlock, 0, stream>>>(sp, op);
     STABLEOPS_GPU_CHECK_LAUNCH();

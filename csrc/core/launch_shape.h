@@ -1,8 +1,11 @@
-// Launch shapes of a general GPU kernel that cuts rows into independent units
-// of work (activation.cu's activation_kernel: small tensors on its vector
-// path take a lean one-pack-per-thread kernel instead, large ones the widest
-// shape, so the spreading below serves its scalar path). Host code only: no
-// CUDA or HIP names, so //tests:launch_shape_test checks it on the CPU.
+// Launch shapes shared by the GPU kernels that cut rows into independent
+// units of work: the constants of the small-tensor kernels (activation.cu's
+// small_activation_kernel, quant_gpu.h's small_rows_kernel) and of the grid
+// size launches aim for, and the spreading of few rows over a general kernel
+// (activation.cu's activation_kernel: small tensors on its vector path take
+// the lean one-pack-per-thread kernel instead, large ones the widest shape,
+// so spread_rows serves its scalar path). Host code only: no CUDA or HIP
+// names, so //tests:launch_shape_test checks it on the CPU.
 //
 // A block is [bx threads along a row] x [by rows]; a thread handles up to
 // `per_thread` units of a chunk of bx * per_thread units (units bx apart, all
@@ -21,6 +24,18 @@
 
 namespace stableops {
 namespace launch_shape {
+
+// Blocks a launch aims for at least: 2 per SM of an H100/H200's 132.
+constexpr int64_t kMinGridBlocks = 264;
+
+// The small-tensor kernels' block: one unit of work per thread and no loop,
+// in blocks of one AMD wavefront (two NVIDIA warps).
+constexpr int kSmallBlock = 64;
+
+// Blocks of kSmallBlock threads covering `units` units of a row, one each.
+constexpr int64_t small_blocks_per_row(int64_t units) {
+  return (units + kSmallBlock - 1) / kSmallBlock;
+}
 
 struct RowChunks {
   int64_t bx = 1;          // threads along a row: a power of two

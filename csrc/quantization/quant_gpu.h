@@ -38,6 +38,7 @@
 
 #include "csrc/core/fp8.h"
 #include "csrc/core/gpu_vec.h"
+#include "csrc/core/launch_shape.h"
 #include "csrc/core/scale_div.h"
 #include "csrc/gpu_compat.h"
 #include "csrc/quantization/quant_check.h"
@@ -49,9 +50,9 @@ constexpr int kVec = 8;              // elements per unit on the vector path
 constexpr int kBlockThreads = 256;   // every kernel's block size
 constexpr int kUnits = 4;            // units per thread per pass
 constexpr int kMaxWarps = kBlockThreads / 32;
-// Blocks a per-row launch aims for at least (2 per SM of an H100/H200)
-// before its rows get 256 threads.
-constexpr int64_t kMinGridBlocks = 264;
+// A per-row launch with fewer blocks than launch_shape::kMinGridBlocks gives
+// its rows 256 threads.
+using launch_shape::kMinGridBlocks;
 
 // ---------------------------------------------------------------------------
 // Elements: loads of N elements as float32, stores of N bytes.
@@ -480,7 +481,7 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
 // an H200. Up to kSmallMaxBlocks blocks it is the faster of the two (static
 // FP8, T = 128, H = 8192: 2.93 against 3.24 us); at 4096 blocks they are
 // within 3%, from 8192 on rows_kernel is 12-37% faster.
-constexpr int kSmallBlock = 64;  // one AMD wavefront, two NVIDIA warps
+using launch_shape::kSmallBlock;
 constexpr int64_t kSmallMaxBlocks = 2048;
 
 template <typename T, class Q>
@@ -699,9 +700,9 @@ struct GpuLaunchContext {
 template <typename T, class Q>
 void launch_rows(RowsParams p, bool vec, cudaStream_t stream, const char* op) {
   p.units = vec ? p.hidden / kVec : p.hidden;
-  const int64_t small_blocks = p.num_rows * ((p.units + kSmallBlock - 1) / kSmallBlock);
-  if (vec && small_blocks <= kSmallMaxBlocks) {
-    const dim3 grid(static_cast<unsigned>((p.units + kSmallBlock - 1) / kSmallBlock),
+  const int64_t row_blocks = launch_shape::small_blocks_per_row(p.units);
+  if (vec && p.num_rows * row_blocks <= kSmallMaxBlocks) {
+    const dim3 grid(static_cast<unsigned>(row_blocks),
                     static_cast<unsigned>(p.num_rows));
     small_rows_kernel<T, Q><<<grid, kSmallBlock, 0, stream>>>(p);
     STABLEOPS_GPU_CHECK_LAUNCH();
