@@ -65,6 +65,8 @@ __host__ __device__ inline __hip_bfloat162 stableops_floats2bfloat162_rn(
 #define cudaGetDeviceCount hipGetDeviceCount
 #define cudaDeviceGetAttribute hipDeviceGetAttribute
 #define cudaHostGetDevicePointer hipHostGetDevicePointer
+#define cudaOccupancyMaxActiveBlocksPerMultiprocessor \
+  hipOccupancyMaxActiveBlocksPerMultiprocessor
 // KV-cache ops (csrc/cache/swap_blocks.cu): async copies, pinned-ness.
 using cudaMemcpyKind = hipMemcpyKind;
 using cudaPointerAttributes = hipPointerAttribute_t;
@@ -228,5 +230,35 @@ inline int multiprocessor_count(int device) {
   if (cacheable) cache[device].store(count, std::memory_order_relaxed);
   return count;
 }
+
+// The grid of a grid-stride kernel meant to run in one wave: the blocks of
+// `threads` threads (no dynamic shared memory) that every multiprocessor of
+// the current device holds at once, as the occupancy calculator says for
+// this kernel (its registers and launch bounds decide: a kernel of 40
+// registers fits 6 blocks of 256 threads on an H100, not 2048 / 256 = 8),
+// times the multiprocessors. Asked once per device, then cached, so keep one
+// static object per kernel instantiation and block size. The caller has made
+// `device` current (a DeviceGuard).
+class ResidentGrid {
+ public:
+  template <class Kernel>
+  int blocks(Kernel kernel, int threads, int device) {
+    const bool cacheable = device >= 0 && device < kDevices;
+    if (cacheable) {
+      const int cached = cache_[device].load(std::memory_order_relaxed);
+      if (cached > 0) return cached;
+    }
+    int per_multiprocessor = 0;
+    STABLEOPS_GPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_multiprocessor, kernel, threads, 0));
+    const int blocks = multiprocessor_count(device) * std::max(per_multiprocessor, 1);
+    if (cacheable) cache_[device].store(blocks, std::memory_order_relaxed);
+    return blocks;
+  }
+
+ private:
+  static constexpr int kDevices = 64;
+  std::atomic<int> cache_[kDevices] = {};
+};
 
 }  // namespace stableops

@@ -213,11 +213,6 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
   }
 }
 
-// Blocks the GPU holds at once: its multiprocessors x the blocks each holds.
-int resident_blocks(int32_t device) {
-  return multiprocessor_count(device) * (2048 / kBlockThreads);
-}
-
 template <typename T, typename Out>
 void launch_merge(const MergeParams& params, int32_t device, cudaStream_t stream) {
   const uint32_t packs_x =
@@ -230,8 +225,10 @@ void launch_merge(const MergeParams& params, int32_t device, cudaStream_t stream
   // per thread, whose extra registers cost occupancy (docs/PERFORMANCE.md).
   const uint64_t rows_per_block = rows_y;
   const uint64_t tiles = (params.num_rows + rows_per_block - 1) / rows_per_block;
+  static ResidentGrid resident;  // one per kernel instantiation
+  const int max_blocks = resident.blocks(merge_attn_states_kernel<T, Out>, kBlockThreads, device);
   const dim3 grid(static_cast<uint32_t>(
-      std::min<uint64_t>(tiles, static_cast<uint64_t>(resident_blocks(device)))));
+      std::min<uint64_t>(tiles, static_cast<uint64_t>(max_blocks))));
   merge_attn_states_kernel<T, Out><<<grid, block, 0, stream>>>(params);
   STABLEOPS_GPU_CHECK_LAUNCH();
 }

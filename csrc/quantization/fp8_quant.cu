@@ -13,9 +13,10 @@
 //                                       tensor as one row of
 //                                       dynamic_rows_kernel. Otherwise three
 //                                       launches: scale[0] = 0; amax pass
-//                                       (grid-stride, 4 loads in flight per
-//                                       thread, one atomicMax per block of the
-//                                       block's scale as float bits); the
+//                                       (one wave of blocks, grid-stride,
+//                                       4 loads in flight per thread, one
+//                                       atomicMax per block of the block's
+//                                       scale as float bits); the
 //                                       quantise pass (rows_kernel) reading
 //                                       scale[0], last rows first (they are
 //                                       still in L2).
@@ -159,15 +160,20 @@ void dynamic_scaled_fp8_quant_cuda(
   a.units = static_cast<int32_t>(vec ? rows.hidden / kVec : rows.hidden);
   const dim3 block = block_shape(a.units);
   const int64_t row_blocks = (rows.num_rows + block.y - 1) / block.y;
-  const int resident_blocks = multiprocessor_count(ctx.device) * (2048 / kBlockThreads);
-  const dim3 grid(static_cast<unsigned>(
-      std::max<int64_t>(1, std::min<int64_t>(row_blocks, resident_blocks))));
   RowsParams q = rows_params(rows, input, result, scale_ptr);
   q.reverse = true;  // the amax pass read the last rows last
   dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_format(plan.format, [&](auto fmt) {
       constexpr Format F = decltype(fmt)::value;
+      // One wave of blocks (ResidentGrid): the kernel's registers, not an
+      // assumed 8 blocks per multiprocessor, decide how many.
+      static ResidentGrid resident[2];  // [scalar, vector] of this T and F
+      const int max_blocks =
+          vec ? resident[1].blocks(absmax_scale_kernel<T, kVec, F>, kBlockThreads, ctx.device)
+              : resident[0].blocks(absmax_scale_kernel<T, 1, F>, kBlockThreads, ctx.device);
+      const dim3 grid(static_cast<unsigned>(
+          std::max<int64_t>(1, std::min<int64_t>(row_blocks, max_blocks))));
       if (vec) {
         absmax_scale_kernel<T, kVec, F><<<grid, block, 0, stream>>>(a);
       } else {
