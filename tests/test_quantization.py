@@ -828,10 +828,18 @@ def test_gpu_misaligned_rows_take_the_scalar_path(dt: str) -> None:
 
 
 @requires_gpu
-@pytest.mark.parametrize("shape", [(1, 8), (3, 4096), (2048, 4096), (300, 1000)], ids=str)
+@pytest.mark.parametrize(
+    "shape", [(1, 8), (3, 4096), (2048, 4096), (300, 1000), (8192, 4096), (8192, 1023)], ids=str
+)
 def test_dynamic_fp8_gpu_paths(shape: tuple[int, int]) -> None:
     """One-block path (small dense), three-launch path (large or strided), a
-    NaN, and a stale scale buffer."""
+    NaN, and a stale scale buffer. The amax pass launches one wave of blocks
+    and strides over the rest; the maximum sits in the last element, so a
+    stride that skips blocks shows. (8192, 4096) (vector path) and
+    (8192, 1023) (scalar path) have 4096 and 8192 row blocks: several waves
+    on any GPU of today (an H200 holds 528-792 of these blocks at once, a
+    B200 at most 1184); (2048, 4096)'s 1024 are more than one wave on an
+    H100/H200, not on a B200."""
     for strided in (False, True):
         x = make_x(shape, torch.bfloat16, seed=shape[0], device="cuda", special=False)
         x[-1, -1] = -3.0e4  # the maximum in the last element
