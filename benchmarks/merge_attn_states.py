@@ -16,6 +16,10 @@ does not find its inputs in L2 left there by the previous call, as long as
 the sets together exceed ~2x L2 (sets are capped by --max_sets; for tiny
 shapes everything is L2-resident anyway: they are latency-bound).
 
+--output=fp8 times the FP8-output form instead (`output_scale` given,
+`output` float8_e4m3fn holding fp8(clamp(merged / scale, -448, 448))): one
+byte per output value, and the kernels with the most registers.
+
 Also measures device-to-device copy bandwidth (bytes read + written) of a
 large tensor copy once, and reports our bandwidth as a % of it.
 
@@ -45,14 +49,24 @@ flags.DEFINE_integer("max_sets", 32, "Max input buffer sets rotated per graph.")
 flags.DEFINE_float("rotate_bytes", 256e6, "Target bytes touched by one graph pass.")
 flags.DEFINE_bool("skip_compile", False, "Do not benchmark torch.compile.")
 flags.DEFINE_bool("skip_eager", False, "Do not benchmark eager PyTorch.")
+flags.DEFINE_enum(
+    "output", "input", ["input", "fp8"],
+    "Output dtype: the input's, or float8_e4m3fn through output_scale.",
+)
 flags.DEFINE_bool("check", True, "Check our output against eager once per shape.")
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 INF = float("inf")
+FP8 = torch.float8_e4m3fn
+FP8_MAX = torch.finfo(FP8).max
+# Merged values are about N(0, 1): this scale spreads them over most of
+# e4m3fn's range, and clamps the largest.
+FP8_SCALE = 1.0 / 128
 
 
-def torch_merge(out, out_lse, p, pl, s, sl):
-    """The reference math in plain PyTorch ops, writing into out/out_lse."""
+def torch_merge(out, out_lse, p, pl, s, sl, scale=None):
+    """The reference math in plain PyTorch ops, writing into out/out_lse
+    (with `scale`: out is FP8, fp8(clamp(merged / scale, -MAX, MAX)))."""
     pl = torch.where(pl == INF, -INF, pl)
     sl = torch.where(sl == INF, -INF, sl)
     m = torch.maximum(pl, sl)
@@ -63,21 +77,27 @@ def torch_merge(out, out_lse, p, pl, s, sl):
     tot = pe + se
     wp = torch.where(empty, 1.0, pe / tot).t().unsqueeze(-1)
     ws = torch.where(empty, 0.0, se / tot).t().unsqueeze(-1)
-    out.copy_(p.float() * wp + s.float() * ws)
+    merged = p.float() * wp + s.float() * ws
+    if scale is None:
+        out.copy_(merged)
+    else:
+        out.copy_((merged / scale).clamp(-FP8_MAX, FP8_MAX))
     out_lse.copy_(torch.where(empty, -INF, m_safe + torch.log(tot)))
 
 
-def ours(out, out_lse, p, pl, s, sl):
-    torch.ops.stableops.merge_attn_states.default(out, out_lse, p, pl, s, sl)
+def ours(out, out_lse, p, pl, s, sl, scale=None):
+    torch.ops.stableops.merge_attn_states.default(out, out_lse, p, pl, s, sl, None, scale)
 
 
-def make_set(t, h, d, dtype, gen):
+def make_set(t, h, d, dtype, gen, fp8_out):
     p = torch.randn(t, h, d, device="cuda", dtype=dtype, generator=gen)
     s = torch.randn(t, h, d, device="cuda", dtype=dtype, generator=gen)
     pl = torch.randn(h, t, device="cuda", generator=gen) * 3
     sl = torch.randn(h, t, device="cuda", generator=gen) * 3
-    out = torch.empty(t, h, d, device="cuda", dtype=dtype)
+    out = torch.empty(t, h, d, device="cuda", dtype=FP8 if fp8_out else dtype)
     out_lse = torch.empty(h, t, device="cuda")
+    if fp8_out:
+        return (out, out_lse, p, pl, s, sl, torch.full((1,), FP8_SCALE, device="cuda"))
     return (out, out_lse, p, pl, s, sl)
 
 
@@ -98,6 +118,9 @@ def main(argv):
 
     compiled = None if FLAGS.skip_compile else torch.compile(torch_merge, fullgraph=True)
     gen = torch.Generator(device="cuda").manual_seed(0)
+    fp8_out = FLAGS.output == "fp8"
+    if fp8_out:
+        print(f"output: {FP8} through output_scale = {FP8_SCALE}\n")
     rows = []
     header = (
         f"{'T':>6} {'H':>4} {'D':>4} {'dtype':>5} {'MB':>9} {'sets':>4} "
@@ -112,15 +135,17 @@ def main(argv):
         for hd in FLAGS.heads_dims:
             h, d = (int(v) for v in hd.lower().split("x"))
             for t in (int(v) for v in FLAGS.tokens):
-                nbytes = 3 * t * h * d * es + 3 * t * h * 4
+                nbytes = (2 * es + (1 if fp8_out else es)) * t * h * d + 3 * t * h * 4
                 n_sets, n_calls = plan(nbytes, FLAGS.rotate_bytes, FLAGS.max_sets)
-                sets = [make_set(t, h, d, dtype, gen) for _ in range(n_sets)]
+                sets = [make_set(t, h, d, dtype, gen, fp8_out) for _ in range(n_sets)]
 
                 if FLAGS.check:
                     out, out_lse = sets[0][0].clone(), sets[0][1].clone()
                     ours(out, out_lse, *sets[0][2:])
                     torch_merge(sets[0][0], sets[0][1], *sets[0][2:])
-                    tol = 2e-2 if dtype != torch.float32 else 1e-4
+                    # FP8: one e4m3 step (1/8 relative) where the float
+                    # math of the two rounds to neighbouring codes.
+                    tol = 0.13 if fp8_out else 2e-2 if dtype != torch.float32 else 1e-4
                     torch.testing.assert_close(out.float(), sets[0][0].float(), atol=tol, rtol=tol)
                     torch.testing.assert_close(out_lse, sets[0][1], atol=1e-4, rtol=1e-4)
 
@@ -137,7 +162,7 @@ def main(argv):
                 )
                 gbs = nbytes / (t_ours * 1e-6) / 1e9
                 row = dict(
-                    T=t, H=h, D=d, dtype=dname, bytes=nbytes, sets=n_sets,
+                    T=t, H=h, D=d, dtype=dname, output=FLAGS.output, bytes=nbytes, sets=n_sets,
                     calls_per_graph=n_calls, ours_us=t_ours, eager_us=t_eager,
                     compile_us=t_comp, ours_gbs=gbs, pct_copy=100 * gbs / copy_gbs,
                     speedup_vs_compile=(t_comp / t_ours) if t_comp else None,
