@@ -16,6 +16,17 @@ from typing import Any
 
 import torch
 
+# The FP8 format every benchmark's reference rounds to: OCP e4m3fn, what
+# CUDA and gfx950 compute (gfx942's e4m3fnuz has no benchmark: no AMD GPU).
+FP8 = torch.float8_e4m3fn
+FP8_MAX = torch.finfo(FP8).max
+
+
+def to_fp8(v: torch.Tensor) -> torch.Tensor:
+    """fp8(clamp(v, -FP8_MAX, FP8_MAX)): the rounding of every stableops op
+    with an FP8 result or cache (already-scaled float32 values in)."""
+    return v.clamp(-FP8_MAX, FP8_MAX).to(FP8)
+
 
 def graph_time_us(fn: Callable[..., Any], arg_sets: Sequence[tuple[Any, ...]], n_calls: int, replays: int) -> float:
     """Median time per call (us) of `n_calls` calls captured in one CUDA graph,

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from absl import app, flags
 
-from bench_util import copy_bandwidth_gbs, cpu_time_ms, fmt, graph_time_us, plan
+from bench_util import copy_bandwidth_gbs, cpu_time_ms, fmt, graph_time_us, plan, to_fp8
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("json", None, "Write the results as JSON to this path.")
@@ -50,7 +50,6 @@ flags.DEFINE_integer("replays", 25, "Graph replays per measurement (median).")
 flags.DEFINE_bool("skip_compile", False, "Do not benchmark torch.compile.")
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-FP8_MAX = 448.0
 MODES = ("auto", "fp8")
 
 
@@ -61,7 +60,7 @@ MODES = ("auto", "fp8")
 def _encode(x: torch.Tensor, fp8: bool, scale: torch.Tensor) -> torch.Tensor:
     if not fp8:
         return x
-    return (x.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
+    return to_fp8(x.float() / scale).view(torch.uint8)
 
 
 def torch_flash(key, value, kc, vc, slots, fp8, ks, vs):

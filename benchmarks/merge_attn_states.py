@@ -35,7 +35,7 @@ import sys
 import torch
 from absl import app, flags
 
-from bench_util import copy_bandwidth_gbs, fmt, graph_time_us, plan
+from bench_util import FP8, copy_bandwidth_gbs, fmt, graph_time_us, plan, to_fp8
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("json", None, "Write the results as JSON to this path.")
@@ -57,8 +57,6 @@ flags.DEFINE_bool("check", True, "Check our output against eager once per shape.
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 INF = float("inf")
-FP8 = torch.float8_e4m3fn
-FP8_MAX = torch.finfo(FP8).max
 # Merged values are about N(0, 1): this scale spreads them over most of
 # e4m3fn's range, and clamps the largest.
 FP8_SCALE = 1.0 / 128
@@ -81,7 +79,7 @@ def torch_merge(out, out_lse, p, pl, s, sl, scale=None):
     if scale is None:
         out.copy_(merged)
     else:
-        out.copy_((merged / scale).clamp(-FP8_MAX, FP8_MAX))
+        out.copy_(to_fp8(merged / scale))
     out_lse.copy_(torch.where(empty, -INF, m_safe + torch.log(tot)))
 
 

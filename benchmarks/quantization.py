@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from absl import app, flags
 
-from bench_util import copy_bandwidth_gbs, cpu_time_ms, fmt, graph_time_us, plan
+from bench_util import FP8, FP8_MAX, copy_bandwidth_gbs, cpu_time_ms, fmt, graph_time_us, plan, to_fp8
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("json", None, "Write the results as JSON to this path.")
@@ -55,26 +55,24 @@ flags.DEFINE_list("cpu_shape", ["4096", "4096"], "CPU shape T,H.")
 flags.DEFINE_list("cpu_dtypes", ["bf16", "fp16", "fp32"], "CPU input dtypes.")
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-F8 = torch.float8_e4m3fn
-F8_MAX = 448.0
-F8_MIN_SCALE = 1.0 / (F8_MAX * 512.0)
+FP8_MIN_SCALE = 1.0 / (FP8_MAX * 512.0)
 
 
 # --------------------------------------------------------------------------
 # The math in PyTorch ops (eager and torch.compile): what a user would write.
 # --------------------------------------------------------------------------
 def t_static_fp8(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-    return (x.float() / s).clamp(-F8_MAX, F8_MAX).to(F8)
+    return to_fp8(x.float() / s)
 
 
 def t_dynamic_fp8(x: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    scale = torch.clamp(x.float().abs().amax() / F8_MAX, min=F8_MIN_SCALE)
-    return (x.float() / scale).clamp(-F8_MAX, F8_MAX).to(F8), scale
+    scale = torch.clamp(x.float().abs().amax() / FP8_MAX, min=FP8_MIN_SCALE)
+    return to_fp8(x.float() / scale), scale
 
 
 def t_per_token_fp8(x: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    scale = torch.clamp(x.float().abs().amax(dim=-1, keepdim=True) / F8_MAX, min=F8_MIN_SCALE)
-    return (x.float() / scale).clamp(-F8_MAX, F8_MAX).to(F8), scale
+    scale = torch.clamp(x.float().abs().amax(dim=-1, keepdim=True) / FP8_MAX, min=FP8_MIN_SCALE)
+    return to_fp8(x.float() / scale), scale
 
 
 def t_static_int8(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -104,13 +102,13 @@ def our_args(op: str, x: torch.Tensor, s: torch.Tensor) -> tuple[Callable[..., N
     dev = x.device
     so = torch.ops.stableops
     if op == "static_fp8":
-        return so.static_scaled_fp8_quant.default, (torch.empty(x.shape, dtype=F8, device=dev), x, s, None)
+        return so.static_scaled_fp8_quant.default, (torch.empty(x.shape, dtype=FP8, device=dev), x, s, None)
     if op == "dynamic_fp8":
         return so.dynamic_scaled_fp8_quant.default, (
-            torch.empty(x.shape, dtype=F8, device=dev), x, torch.empty(1, device=dev))
+            torch.empty(x.shape, dtype=FP8, device=dev), x, torch.empty(1, device=dev))
     if op == "per_token_fp8":
         return so.dynamic_per_token_scaled_fp8_quant.default, (
-            torch.empty(x.shape, dtype=F8, device=dev), x, torch.empty(t, 1, device=dev), None)
+            torch.empty(x.shape, dtype=FP8, device=dev), x, torch.empty(t, 1, device=dev), None)
     if op == "static_int8":
         return so.static_scaled_int8_quant.default, (
             torch.empty(x.shape, dtype=torch.int8, device=dev), x, s, None)
@@ -137,7 +135,7 @@ def check_against_eager(op: str, fn: Callable[..., None], args: tuple[Any, ...],
         torch.testing.assert_close(scale.reshape(want_scale.shape), want_scale, rtol=2.5e-7, atol=0)
     v = x.float() / scale
     if op.endswith("fp8"):
-        want = v.clamp(-F8_MAX, F8_MAX).to(F8)
+        want = to_fp8(v)
     else:
         want = torch.where(scale == 0, 0.0, torch.round(v)).clamp(-128, 127).to(torch.int8)
     if not torch.equal(args[0].view(torch.uint8), want.view(torch.uint8)):
