@@ -229,6 +229,7 @@ __device__ __forceinline__ void apply_op(const Op& op, const typename A::Raw& ra
 template <typename T, bool kVector, class Op>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
     activation_kernel(const ActParams p, const Op op) {
+  pdl_enter();
   using A = Access<T, kVector>;
   constexpr int N = A::kElems;
   constexpr int U = packs_per_thread<Op>();
@@ -292,6 +293,7 @@ struct SmallParams {
 template <typename T, class Op>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kSmallBlock, 1)
     small_activation_kernel(const SmallParams p, const Op op) {
+  pdl_enter();
   using A = Access<T, true>;
   constexpr int N = A::kElems;
   const int k = static_cast<int>(blockIdx.x) * kSmallBlock + static_cast<int>(threadIdx.x);
@@ -343,8 +345,9 @@ void launch(const Op& op, const ActivationDims& dims, const Tensor& out,
                          static_cast<int32_t>(out_stride)};
     const dim3 grid(static_cast<uint32_t>(row_blocks),
                     static_cast<uint32_t>(dims.rows));
-    small_activation_kernel<T, Op><<<grid, kSmallBlock, 0, stream>>>(sp, op);
-    STABLEOPS_GPU_CHECK_LAUNCH();
+    STABLEOPS_GPU_CHECK(gpu_launch(
+        small_activation_kernel<T, Op>,
+        grid, kSmallBlock, 0, stream, sp, op));
     return;
   }
 
@@ -359,11 +362,10 @@ void launch(const Op& op, const ActivationDims& dims, const Tensor& out,
                   static_cast<uint32_t>(shape.chunks < 65535 ? shape.chunks : 65535));
   const dim3 block(static_cast<uint32_t>(shape.bx), static_cast<uint32_t>(shape.by));
   if (vector) {
-    activation_kernel<T, true, Op><<<grid, block, 0, stream>>>(p, op);
+    STABLEOPS_GPU_CHECK(gpu_launch(activation_kernel<T, true, Op>, grid, block, 0, stream, p, op));
   } else {
-    activation_kernel<T, false, Op><<<grid, block, 0, stream>>>(p, op);
+    STABLEOPS_GPU_CHECK(gpu_launch(activation_kernel<T, false, Op>, grid, block, 0, stream, p, op));
   }
-  STABLEOPS_GPU_CHECK_LAUNCH();
 }
 
 template <template <class> class OpT>

@@ -207,6 +207,7 @@ __device__ __forceinline__ void merge_row(const MergeParams& p, uint32_t row) {
 template <typename T, typename Out>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
     merge_attn_states_kernel(const MergeParams p) {
+  pdl_enter();
   const uint32_t stride = gridDim.x * blockDim.y;
   for (uint32_t row = blockIdx.x * blockDim.y + threadIdx.y; row < p.num_rows; row += stride) {
     merge_row<T, Out>(p, row);
@@ -229,8 +230,7 @@ void launch_merge(const MergeParams& params, int32_t device, cudaStream_t stream
   const int max_blocks = resident.blocks(merge_attn_states_kernel<T, Out>, kBlockThreads, device);
   const dim3 grid(static_cast<uint32_t>(
       std::min<uint64_t>(tiles, static_cast<uint64_t>(max_blocks))));
-  merge_attn_states_kernel<T, Out><<<grid, block, 0, stream>>>(params);
-  STABLEOPS_GPU_CHECK_LAUNCH();
+  STABLEOPS_GPU_CHECK(gpu_launch(merge_attn_states_kernel<T, Out>, grid, block, 0, stream, params));
 }
 
 template <typename T>

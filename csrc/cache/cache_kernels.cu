@@ -172,6 +172,7 @@ struct FlashParams {
 template <class V>
 __global__ void __launch_bounds__(kBlockThreads)
     reshape_and_cache_flash_kernel(const FlashParams p) {
+  pdl_enter();
   const uint32_t g = blockIdx.x * kBlockThreads + threadIdx.x;
   const uint32_t t = g / p.vecs_per_token;
   if (t >= p.num_tokens) return;
@@ -232,6 +233,7 @@ __device__ __forceinline__ const char* mla_src(const MlaParams& p, uint32_t t, u
 template <class V>
 __global__ void __launch_bounds__(kBlockThreads)
     concat_and_cache_mla_kernel(const MlaParams p) {
+  pdl_enter();
   const uint32_t g = blockIdx.x * kBlockThreads + threadIdx.x;
   const uint32_t t = g / p.threads_per_token;
   if (t >= p.num_tokens) return;
@@ -375,8 +377,9 @@ void reshape_and_cache_flash_cuda(const Tensor& key, const Tensor& value,
     const dim3 grid = grid_for(kOp, per_token * static_cast<uint64_t>(dims.num_tokens));
     p.vecs_per_head = static_cast<uint32_t>(vecs_per_head);
     p.vecs_per_token = static_cast<uint32_t>(per_token);
-    reshape_and_cache_flash_kernel<V><<<grid, kBlockThreads, 0, stream>>>(p);
-    STABLEOPS_GPU_CHECK_LAUNCH();
+    STABLEOPS_GPU_CHECK(gpu_launch(
+        reshape_and_cache_flash_kernel<V>,
+        grid, kBlockThreads, 0, stream, p));
   });
 }
 
@@ -427,8 +430,9 @@ void concat_and_cache_mla_cuda(const Tensor& kv_c, const Tensor& k_pe,
     p.threads_per_token = (p.vecs_total + 1) / 2;
     const dim3 grid = grid_for(
         kOp, static_cast<uint64_t>(p.threads_per_token) * static_cast<uint64_t>(dims.num_tokens));
-    concat_and_cache_mla_kernel<V><<<grid, kBlockThreads, 0, stream>>>(p);
-    STABLEOPS_GPU_CHECK_LAUNCH();
+    STABLEOPS_GPU_CHECK(gpu_launch(
+        concat_and_cache_mla_kernel<V>,
+        grid, kBlockThreads, 0, stream, p));
   });
 }
 

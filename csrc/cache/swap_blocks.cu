@@ -54,6 +54,7 @@ struct SwapBatch {
 
 __global__ void __launch_bounds__(kBlockThreads)
     swap_blocks_kernel(const SwapBatch b) {
+  pdl_enter();
   const uint4* src = reinterpret_cast<const uint4*>(b.src + b.src_off[blockIdx.y]);
   uint4* dst = reinterpret_cast<uint4*>(b.dst + b.dst_off[blockIdx.y]);
   const int64_t base = static_cast<int64_t>(blockIdx.x) * kChunkVecs + threadIdx.x;
@@ -159,8 +160,7 @@ void swap_blocks_cuda(const Tensor& src, Tensor& dst, int64_t block_size_in_byte
                          plan.dst_block_stride_bytes;
     }
     const dim3 grid(static_cast<uint32_t>(chunks), static_cast<uint32_t>(count));
-    swap_blocks_kernel<<<grid, kBlockThreads, 0, stream>>>(batch);
-    STABLEOPS_GPU_CHECK_LAUNCH();
+    STABLEOPS_GPU_CHECK(gpu_launch(swap_blocks_kernel, grid, kBlockThreads, 0, stream, batch));
   }
 }
 

@@ -231,6 +231,7 @@ __device__ __forceinline__ float inv_rms(float sum_squares, const NormParams& p)
 template <typename T, int K, bool kWeight, bool kFused>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kCachedMaxThreads, kCachedMinBlocks<K>)
     rms_norm_cached_kernel(const NormParams p) {
+  pdl_enter();
   using A = VecAccess<T>;
   using raw_t = typename A::raw_t;
   __shared__ float scratch[gpu::block_sum_scratch(kCachedMaxThreads)];
@@ -304,6 +305,7 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kCachedMaxThreads, kCachedMinBlocks<K>)
 template <class A, typename T, bool kWeight, bool kFused>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kStreamMaxThreads, 1)
     rms_norm_streaming_kernel(const NormParams p) {
+  pdl_enter();
   using raw_t = typename A::raw_t;
   __shared__ float scratch[gpu::block_sum_scratch(kStreamMaxThreads)];
 
@@ -385,7 +387,9 @@ uint32_t ceil_div(uint32_t a, uint32_t b) {
 
 template <typename T, int K, bool kWeight, bool kFused>
 void launch_cached(const NormParams& p, dim3 grid, dim3 block, cudaStream_t stream) {
-  rms_norm_cached_kernel<T, K, kWeight, kFused><<<grid, block, 0, stream>>>(p);
+  STABLEOPS_GPU_CHECK(gpu_launch(
+      rms_norm_cached_kernel<T, K, kWeight, kFused>,
+      grid, block, 0, stream, p));
 }
 
 // Picks the path and the launch shape (see the file comment) for a row of
@@ -425,14 +429,15 @@ void launch(NormParams p, uint32_t hidden, bool vec, cudaStream_t stream) {
     const dim3 block(std::min<uint32_t>(
         kStreamMaxThreads, round_up(ceil_div(p.units, kStreamUnroll), 64)));
     if (vec) {
-      rms_norm_streaming_kernel<VecAccess<T>, T, kWeight, kFused>
-          <<<dim3(rows), block, 0, stream>>>(p);
+      STABLEOPS_GPU_CHECK(gpu_launch(
+          rms_norm_streaming_kernel<VecAccess<T>, T, kWeight, kFused>,
+          dim3(rows), block, 0, stream, p));
     } else {
-      rms_norm_streaming_kernel<ScalarAccess<T>, T, kWeight, kFused>
-          <<<dim3(rows), block, 0, stream>>>(p);
+      STABLEOPS_GPU_CHECK(gpu_launch(
+          rms_norm_streaming_kernel<ScalarAccess<T>, T, kWeight, kFused>,
+          dim3(rows), block, 0, stream, p));
     }
   }
-  STABLEOPS_GPU_CHECK_LAUNCH();
 }
 
 template <typename T>

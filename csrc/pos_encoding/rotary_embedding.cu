@@ -199,6 +199,7 @@ __device__ __forceinline__ void store_floats(E* p, const float (&f)[M]) {
 template <typename T, typename C, int kPairs, bool kNeox, int kHeads, bool kVec>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, (kNeox ? kNeoxMinBlocks : kGptjMinBlocks))
     rotary_embedding_kernel(const RotaryGpuParams p) {
+  pdl_enter();
   // NeoX: two runs of kPairs (x[i0..], x[half + i0..]); GPT-J: one run of
   // 2 * kPairs interleaved pairs (x[2 i0..]).
   constexpr int kRun = kNeox ? kPairs : 2 * kPairs;
@@ -302,9 +303,9 @@ void launch(RotaryGpuParams p, int64_t num_tokens, cudaStream_t stream) {
     p.token_begin = begin;
     p.num_items = static_cast<uint32_t>(tokens * per_token);
     const dim3 grid(static_cast<uint32_t>((p.num_items + kBlockThreads - 1) / kBlockThreads));
-    rotary_embedding_kernel<T, C, kPairs, kNeox, kHeads, kVec>
-        <<<grid, kBlockThreads, 0, stream>>>(p);
-    STABLEOPS_GPU_CHECK_LAUNCH();
+    STABLEOPS_GPU_CHECK(gpu_launch(
+        rotary_embedding_kernel<T, C, kPairs, kNeox, kHeads, kVec>,
+        grid, kBlockThreads, 0, stream, p));
   }
 }
 

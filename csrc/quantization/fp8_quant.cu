@@ -65,13 +65,17 @@ void dispatch_format(Format format, Fn&& f) {
   }
 }
 
-__global__ void zero_word_kernel(uint32_t* p) { *p = 0u; }
+__global__ void zero_word_kernel(uint32_t* p) {
+  pdl_enter();
+  *p = 0u;
+}
 
 // amax over every row, combined across blocks with one atomicMax of the
 // block's scale (see the file comment).
 template <typename T, int N, Format F>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
     absmax_scale_kernel(const DynParams p) {
+  pdl_enter();
   __shared__ uint32_t smem[kMaxWarps];
   uint32_t acc = AbsMaxOp::init();
   const int64_t row_blocks = (p.num_rows + blockDim.y - 1) / blockDim.y;
@@ -153,8 +157,9 @@ void dynamic_scaled_fp8_quant_cuda(
     return;
   }
 
-  zero_word_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<uint32_t*>(scale_ptr));
-  STABLEOPS_GPU_CHECK_LAUNCH();
+  STABLEOPS_GPU_CHECK(gpu_launch(
+      zero_word_kernel,
+      1, 1, 0, stream, reinterpret_cast<uint32_t*>(scale_ptr)));
   const bool vec = vector_rows(rows, input, result);
   DynParams a = dyn_params(rows, input, result, scale_ptr, 0);
   a.units = static_cast<int32_t>(vec ? rows.hidden / kVec : rows.hidden);
@@ -175,11 +180,10 @@ void dynamic_scaled_fp8_quant_cuda(
       const dim3 grid(static_cast<unsigned>(
           std::max<int64_t>(1, std::min<int64_t>(row_blocks, max_blocks))));
       if (vec) {
-        absmax_scale_kernel<T, kVec, F><<<grid, block, 0, stream>>>(a);
+        STABLEOPS_GPU_CHECK(gpu_launch(absmax_scale_kernel<T, kVec, F>, grid, block, 0, stream, a));
       } else {
-        absmax_scale_kernel<T, 1, F><<<grid, block, 0, stream>>>(a);
+        STABLEOPS_GPU_CHECK(gpu_launch(absmax_scale_kernel<T, 1, F>, grid, block, 0, stream, a));
       }
-      STABLEOPS_GPU_CHECK_LAUNCH();
       launch_rows<T, Fp8Q<F>>(q, vec, stream, kOp);
     });
   });

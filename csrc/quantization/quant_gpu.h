@@ -465,6 +465,7 @@ __device__ __forceinline__ void quantize_row(const RowsParams& p, int64_t row, V
 template <typename T, int N, class Q>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
     rows_kernel(const RowsParams p) {
+  pdl_enter();
   const int64_t block = p.reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int64_t row = block * blockDim.y + threadIdx.y;
   if (row >= p.num_rows) return;  // no barrier in this kernel
@@ -487,6 +488,7 @@ constexpr int64_t kSmallMaxBlocks = 2048;
 template <typename T, class Q>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kSmallBlock, 1)
     small_rows_kernel(const RowsParams p) {
+  pdl_enter();
   const int u = static_cast<int>(blockIdx.x) * kSmallBlock + static_cast<int>(threadIdx.x);
   if (u >= p.units) return;
   const int64_t row = blockIdx.y;
@@ -585,6 +587,7 @@ constexpr int dynamic_rows_min_blocks() {
 template <typename T, int N, class Mode, bool kResident>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, (dynamic_rows_min_blocks<T, N, kResident>()))
     dynamic_rows_kernel(const DynParams p) {
+  pdl_enter();
   using Op = typename Mode::Op;
   using Q = typename Mode::Q;
   using V = typename Op::V;
@@ -704,18 +707,16 @@ void launch_rows(RowsParams p, bool vec, cudaStream_t stream, const char* op) {
   if (vec && p.num_rows * row_blocks <= kSmallMaxBlocks) {
     const dim3 grid(static_cast<unsigned>(row_blocks),
                     static_cast<unsigned>(p.num_rows));
-    small_rows_kernel<T, Q><<<grid, kSmallBlock, 0, stream>>>(p);
-    STABLEOPS_GPU_CHECK_LAUNCH();
+    STABLEOPS_GPU_CHECK(gpu_launch(small_rows_kernel<T, Q>, grid, kSmallBlock, 0, stream, p));
     return;
   }
   const dim3 block = block_shape(p.units);
   const dim3 grid(grid_blocks(op, p.num_rows, block.y));
   if (vec) {
-    rows_kernel<T, kVec, Q><<<grid, block, 0, stream>>>(p);
+    STABLEOPS_GPU_CHECK(gpu_launch(rows_kernel<T, kVec, Q>, grid, block, 0, stream, p));
   } else {
-    rows_kernel<T, 1, Q><<<grid, block, 0, stream>>>(p);
+    STABLEOPS_GPU_CHECK(gpu_launch(rows_kernel<T, 1, Q>, grid, block, 0, stream, p));
   }
-  STABLEOPS_GPU_CHECK_LAUNCH();
 }
 
 // dynamic_rows_kernel over p's rows of `hidden` elements. A row's
@@ -731,11 +732,14 @@ void launch_dynamic_path(const DynParams& p, cudaStream_t stream, const char* op
   }
   const dim3 grid(grid_blocks(op, p.num_rows, block.y));
   if (p.units <= static_cast<int64_t>(block.x) * kUnits) {
-    dynamic_rows_kernel<T, N, Mode, true><<<grid, block, 0, stream>>>(p);
+    STABLEOPS_GPU_CHECK(gpu_launch(
+        dynamic_rows_kernel<T, N, Mode, true>,
+        grid, block, 0, stream, p));
   } else {
-    dynamic_rows_kernel<T, N, Mode, false><<<grid, block, 0, stream>>>(p);
+    STABLEOPS_GPU_CHECK(gpu_launch(
+        dynamic_rows_kernel<T, N, Mode, false>,
+        grid, block, 0, stream, p));
   }
-  STABLEOPS_GPU_CHECK_LAUNCH();
 }
 
 template <typename T, class Mode>
