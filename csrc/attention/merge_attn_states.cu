@@ -28,8 +28,11 @@
 //     no shared memory and no __syncthreads;
 //   * tokens at index >= merge_tokens (prefill_tokens_with_context) copy the
 //     suffix and its LSE; with output_scale the output is FP8 of
-//     merged / scale (IEEE division, csrc/core/fp8.h's conversion, bit-exact
-//     with torch);
+//     merged / scale (csrc/core/fp8.h's conversion of the quotient, bit-exact
+//     with torch); the quotient comes from core/scale_div.h's ScaleDivisor
+//     (the codes of the IEEE division without a division per value: eight
+//     IEEE divisions per thread held this path at 63-69% of copy on an
+//     H200), the plain division where the scale is outside its range;
 //   * exp uses the fast __expf (|rel err| ~1e-7 for the arguments seen here,
 //     which are <= 0); the weights use one approximate reciprocal of a value
 //     in [1, 2]; output_lse uses the accurate log1pf (one thread per row);
@@ -54,6 +57,7 @@
 #include "csrc/core/check.h"
 #include "csrc/core/fp8.h"
 #include "csrc/core/gpu_vec.h"
+#include "csrc/core/scale_div.h"
 #include "csrc/gpu_compat.h"
 #include "csrc/ops.h"
 
@@ -88,16 +92,32 @@ struct MergeParams {
   int64_t out_lse_sh, out_lse_st;
 };
 
+// x / scale for the FP8 output: ScaleDivisor's quotient (same FP8 codes as
+// the IEEE division), or the division itself where the scale is outside
+// ScaleDivisor's range (chosen once per kernel: a uniform branch).
+struct FastDivide {
+  ScaleDivisor d;
+  __device__ __forceinline__ float operator()(float x) const { return d.quotient(x); }
+};
+struct IeeeDivide {
+  float s;
+  __device__ __forceinline__ float operator()(float x) const { return x / s; }
+};
+// The input dtype's output divides nothing.
+struct NoDivide {};
+
 // Output policies: a pack of the input dtype (raw copies keep the input's
 // bits), or the pack's values quantised to FP8 (N bytes).
 template <typename T>
 struct SameOut {
   static constexpr bool kSame = true;
   using Store = uint4;
-  __device__ __forceinline__ static void store(void* row, uint32_t k, const float (&f)[Pack<T>::kElems], float) {
+  template <class Div>
+  __device__ __forceinline__ static void store(void* row, uint32_t k, const float (&f)[Pack<T>::kElems], const Div&) {
     reinterpret_cast<uint4*>(row)[k] = Pack<T>::from_float(f);
   }
-  __device__ __forceinline__ static void copy(void* row, uint32_t k, const uint4& v, float) {
+  template <class Div>
+  __device__ __forceinline__ static void copy(void* row, uint32_t k, const uint4& v, const Div&) {
     reinterpret_cast<uint4*>(row)[k] = v;
   }
 };
@@ -108,21 +128,23 @@ struct Fp8Out {
   static constexpr int N = Pack<T>::kElems;
   // 4 fp32 -> 4 bytes, 8 fp16/bf16 -> 8 bytes.
   using Store = typename std::conditional<N == 8, uint2, uint32_t>::type;
-  __device__ __forceinline__ static void store(void* row, uint32_t k, const float (&f)[N], float scale) {
+  template <class Div>
+  __device__ __forceinline__ static void store(void* row, uint32_t k, const float (&f)[N], const Div& divide) {
     uint16_t b[N / 2];
 #pragma unroll
     for (int j = 0; j < N / 2; ++j) {
-      b[j] = fp8::quantize2<F>(f[2 * j] / scale, f[2 * j + 1] / scale);
+      b[j] = fp8::quantize2<F>(divide(f[2 * j]), divide(f[2 * j + 1]));
     }
     Store v;
     static_assert(sizeof(v) == sizeof(b), "FP8 store size");
     memcpy(&v, b, sizeof(v));
     reinterpret_cast<Store*>(row)[k] = v;
   }
-  __device__ __forceinline__ static void copy(void* row, uint32_t k, const uint4& v, float scale) {
+  template <class Div>
+  __device__ __forceinline__ static void copy(void* row, uint32_t k, const uint4& v, const Div& divide) {
     float f[N];
     Pack<T>::to_float(v, f);
-    store(row, k, f, scale);
+    store(row, k, f, divide);
   }
 };
 
@@ -133,15 +155,14 @@ __device__ __forceinline__ void* out_row(const MergeParams& p, uint32_t t, uint3
 }
 
 // One row: thread x of the row's threads handles packs x, x + blockDim.x, ...
-template <typename T, typename Out>
-__device__ __forceinline__ void merge_row(const MergeParams& p, uint32_t row) {
+template <typename T, typename Out, class Div>
+__device__ __forceinline__ void merge_row(const MergeParams& p, uint32_t row, const Div& divide) {
   constexpr int N = Pack<T>::kElems;
   constexpr float kPosInf = INFINITY;
   constexpr float kNegInf = -INFINITY;
 
   const uint32_t t = row / p.num_heads;
   const uint32_t h = row - t * p.num_heads;
-  const float scale = Out::kSame ? 1.0f : *p.out_scale;
   void* dst = out_row<T, Out>(p, t, h);
   const uint4* src_s = reinterpret_cast<const uint4*>(
       static_cast<const T*>(p.suffix) + t * p.suffix_s0 + h * p.suffix_s1);
@@ -153,7 +174,7 @@ __device__ __forceinline__ void merge_row(const MergeParams& p, uint32_t row) {
           STABLEOPS_LDG(p.suffix_lse + (h * p.suffix_lse_sh + t * p.suffix_lse_st));
     }
     for (uint32_t k = threadIdx.x; k < p.packs_per_row; k += blockDim.x) {
-      Out::copy(dst, k, STABLEOPS_LDG(src_s + k), scale);
+      Out::copy(dst, k, STABLEOPS_LDG(src_s + k), divide);
     }
     return;
   }
@@ -185,7 +206,7 @@ __device__ __forceinline__ void merge_row(const MergeParams& p, uint32_t row) {
     // Both loads are issued before any math so they are in flight together.
     const uint4 a = STABLEOPS_LDG(src_p + k);
     if (copy_prefix) {
-      Out::copy(dst, k, a, scale);
+      Out::copy(dst, k, a, divide);
       continue;
     }
     const uint4 b = STABLEOPS_LDG(src_s + k);
@@ -198,7 +219,7 @@ __device__ __forceinline__ void merge_row(const MergeParams& p, uint32_t row) {
     for (int j = 0; j < N; ++j) {
       fo[j] = fmaf(fp[j], w_p, fs[j] * w_s);
     }
-    Out::store(dst, k, fo, scale);
+    Out::store(dst, k, fo, divide);
   }
 }
 
@@ -208,9 +229,21 @@ template <typename T, typename Out>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kMinBlocksPerSm)
     merge_attn_states_kernel(const MergeParams p) {
   pdl_enter();
-  const uint32_t stride = gridDim.x * blockDim.y;
-  for (uint32_t row = blockIdx.x * blockDim.y + threadIdx.y; row < p.num_rows; row += stride) {
-    merge_row<T, Out>(p, row);
+  const auto rows = [&](const auto& divide) {
+    const uint32_t stride = gridDim.x * blockDim.y;
+    for (uint32_t row = blockIdx.x * blockDim.y + threadIdx.y; row < p.num_rows; row += stride) {
+      merge_row<T, Out>(p, row, divide);
+    }
+  };
+  if constexpr (Out::kSame) {
+    rows(NoDivide{});
+  } else {
+    const ScaleDivisor d(*p.out_scale);
+    if (d.fast) {
+      rows(FastDivide{d});
+    } else {
+      rows(IeeeDivide{d.s});
+    }
   }
 }
 
