@@ -186,6 +186,7 @@ __device__ __forceinline__ float stableops_rcp_approx_ftz(float x) {
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <utility>
 
@@ -217,20 +218,32 @@ inline void* current_gpu_stream(int32_t device_index) {
   return stream;
 }
 
-// Multiprocessors (compute units) of `device`: asked once per device, then
-// cached (immutable; thread safe).
-inline int multiprocessor_count(int device) {
-  static std::atomic<int> cache[64];
+// Attribute kAttr of `device` into *value: asked once per device, then
+// cached (attributes are immutable; thread safe). Returns the runtime's
+// error code when it cannot answer (nothing cached then).
+template <cudaDeviceAttr kAttr>
+inline cudaError_t cached_device_attribute(int device, int* value) {
+  static std::atomic<int64_t> cache[64];  // bit 32 set: known; low 32 bits: value
   const bool cacheable = device >= 0 && device < 64;
   if (cacheable) {
-    const int cached = cache[device].load(std::memory_order_relaxed);
-    if (cached > 0) return cached;
+    const int64_t entry = cache[device].load(std::memory_order_relaxed);
+    if (entry != 0) {
+      *value = static_cast<int32_t>(static_cast<uint32_t>(entry));
+      return cudaSuccess;
+    }
   }
+  const cudaError_t err = cudaDeviceGetAttribute(value, kAttr, device);
+  if (err == cudaSuccess && cacheable) {
+    cache[device].store((int64_t{1} << 32) | static_cast<uint32_t>(*value), std::memory_order_relaxed);
+  }
+  return err;
+}
+
+// Multiprocessors (compute units) of `device` (cached, see above).
+inline int multiprocessor_count(int device) {
   int count = 0;
-  STABLEOPS_GPU_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-  count = std::max(count, 1);
-  if (cacheable) cache[device].store(count, std::memory_order_relaxed);
-  return count;
+  STABLEOPS_GPU_CHECK(cached_device_attribute<cudaDevAttrMultiProcessorCount>(device, &count));
+  return std::max(count, 1);
 }
 
 // The grid of a grid-stride kernel meant to run in one wave: the blocks of
@@ -313,18 +326,11 @@ inline bool pdl_enabled() {
     (void)cudaGetLastError();
     return false;  // the launch itself will report the problem
   }
-  static std::atomic<int> cache[64];  // 0 unknown, 1 yes, -1 no
-  const bool cacheable = device >= 0 && device < 64;
-  if (cacheable) {
-    const int cached = cache[device].load(std::memory_order_relaxed);
-    if (cached != 0) return cached > 0;
-  }
   int major = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+  if (cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(device, &major) != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return false;  // the launch itself will report the problem
   }
-  if (cacheable) cache[device].store(major >= 9 ? 1 : -1, std::memory_order_relaxed);
   return major >= 9;
 #endif
 }

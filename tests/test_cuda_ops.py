@@ -274,7 +274,10 @@ def test_merge_prefill_tokens_with_context(dtype, prefill):
 @requires_cuda
 @pytest.mark.parametrize("fp8", list(FP8_MAX), ids=["e4m3fn", "e4m3fnuz"])
 @pytest.mark.parametrize("prefill", [None, 9], ids=["all", "prefill9"])
-def test_merge_fp8_output_bit_exact(fp8, prefill):
+# 0.37: the kernel's ScaleDivisor path; 2^-90 and 2^101 lie outside its range
+# (csrc/core/scale_div.h), so the kernel takes the plain division there.
+@pytest.mark.parametrize("scale", [0.37, 2.0**-90, 2.0**101], ids=["divisor", "tiny", "huge"])
+def test_merge_fp8_output_bit_exact(fp8, prefill, scale):
     """FP8 output = torch's conversion of clamp(merged / scale), bit-exact
     against the float32 merge of the same inputs on the same GPU."""
     t, h, d = 33, 6, 128
@@ -285,8 +288,8 @@ def test_merge_fp8_output_bit_exact(fp8, prefill):
     out = torch.empty(t, h, d, dtype=fp8, device="cuda")
     lse = torch.empty(h, t, device="cuda")
     merge_attn_states(out, lse, x["p"], x["pl"], x["s"], x["sl"], prefill_tokens_with_context=prefill,
-                      output_scale=torch.tensor([0.37], device="cuda"))
-    assert torch.equal(out.view(torch.uint8).cpu(), fp8_bits(merged.cpu(), 0.37, fp8))
+                      output_scale=torch.tensor([scale], device="cuda"))
+    assert torch.equal(out.view(torch.uint8).cpu(), fp8_bits(merged.cpu(), scale, fp8))
     ref_lse = reference(x["p"], x["pl"], x["s"], x["sl"], prefill_tokens_with_context=prefill)[1]
     torch.testing.assert_close(lse.double(), ref_lse, atol=LSE_TOL[0], rtol=LSE_TOL[1])
 
