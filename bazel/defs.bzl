@@ -47,7 +47,7 @@ def backend_select(cuda, rocm, cpu):
         "//conditions:default": cpu,
     })
 
-def stable_op_library(name, srcs = [], hdrs = [], gpu_srcs = [], deps = [], copts = [], gpu_copts = [], **kwargs):
+def stable_op_library(name, srcs = [], hdrs = [], gpu_srcs = [], gpu_host_srcs = [], deps = [], copts = [], gpu_copts = [], **kwargs):
     """Op sources built against torch's stable ABI only, for CPU and GPU.
 
     A cc_library that sees torch's stable-ABI headers (torch/csrc/stable,
@@ -59,14 +59,23 @@ def stable_op_library(name, srcs = [], hdrs = [], gpu_srcs = [], deps = [], copt
     under --config=cuda (architectures from --//bazel:cuda_archs), the same
     files as HIP by the HIP clang under --config=rocm (--//bazel:rocm_archs;
     stableops/gpu_compat.h maps the runtime names), nothing under
-    --config=cpu. In GPU builds every source sees STABLEOPS_WITH_GPU and
-    USE_CUDA or USE_ROCM.
+    --config=cpu. `gpu_host_srcs` likewise, but for the host only (GPU
+    runtime calls without kernels). In GPU builds every source sees
+    STABLEOPS_WITH_GPU and USE_CUDA or USE_ROCM.
 
     Args:
       name: target name.
       srcs: .cpp sources (and private headers), built for every backend.
       hdrs: public headers.
       gpu_srcs: .cu sources, built only for a GPU backend.
+      gpu_host_srcs: .cu sources that call the GPU runtime (through
+        gpu_compat.h) but define no kernel: built only for a GPU backend,
+        by the same toolchain with the same runtime headers and defines,
+        for the host only (no device pass per architecture, no fat
+        binary), so several times cheaper to compile than gpu_srcs. A
+        kernel there fails: nvcc's host compiler rejects <<<>>>, and HIP
+        would launch a kernel with no device code; keep kernels in
+        gpu_srcs.
       deps: other stable_op_library targets.
       copts: extra C++ compiler flags.
       gpu_copts: extra GPU compiler flags.
@@ -74,26 +83,29 @@ def stable_op_library(name, srcs = [], hdrs = [], gpu_srcs = [], deps = [], copt
     """
     all_deps = deps + [_STABLE_ABI, _GPU_BACKEND]
     gpu = []
-    if gpu_srcs:
-        if hdrs:
-            cc_library(
-                name = name + "_hdrs",
-                hdrs = hdrs,
-                deps = all_deps,
-                visibility = ["//visibility:private"],
-            )
+    if (gpu_srcs or gpu_host_srcs) and hdrs:
+        cc_library(
+            name = name + "_hdrs",
+            hdrs = hdrs,
+            deps = all_deps,
+            visibility = ["//visibility:private"],
+        )
+    for suffix, sources, host_only in [("_gpu", gpu_srcs, False), ("_gpu_host", gpu_host_srcs, True)]:
+        if not sources:
+            continue
         gpu_objects(
-            name = name + "_gpu",
-            srcs = gpu_srcs,
+            name = name + suffix,
+            srcs = sources,
             # Headers the GPU sources include by relative path.
             hdrs = hdrs + [s for s in srcs if s.endswith(tuple(GPU_HDR_EXTENSIONS))],
             deps = all_deps + ([":" + name + "_hdrs"] if hdrs else []),
             copts = gpu_copts,
+            host_only = host_only,
             tags = kwargs.get("tags"),
             testonly = kwargs.get("testonly"),
             visibility = ["//visibility:private"],
         )
-        gpu = [":" + name + "_gpu"]
+        gpu.append(":" + name + suffix)
     cc_library(
         name = name,
         srcs = srcs,

@@ -16,6 +16,7 @@ GpuToolchainInfo = provider(
         "compiler": "File: the compiler driver, run once per source file.",
         "compiler_files": "depset of File: everything the compiler reads (toolkit, host compiler, sysroot).",
         "copts": "list of str: every flag of a compile before includes, defines and the source: language, standard, compilation-mode, architecture, host-compiler and reproducibility flags.",
+        "host_only_copts": "list of str: copts for a source without device code (stable_op_library's gpu_host_srcs): the same flags with the language flags replaced by the toolchain's host_only_language_copts, so no device pass runs.",
         "quote_include_flag": "str: the flag for quote include directories ('-iquote'; nvcc has none and uses '-I').",
         "archs": "list of str: the architectures built (from --//bazel:cuda_archs or --//bazel:rocm_archs).",
         "defines": "list of str: preprocessor symbols every op source of this backend sees (//bazel:gpu_backend passes them on).",
@@ -48,7 +49,9 @@ def compilation_mode_copts(ctx):
 # Attributes both GPU toolchain rules take (the flags are written in
 # toolchains/cuda/BUILD.bazel and toolchains/rocm/BUILD.bazel).
 GPU_TOOLCHAIN_ATTRS = {
-    "copts": attr.string_list(doc = "Flags of every compile (language, standard, codegen)."),
+    "language_copts": attr.string_list(doc = "The flags that make a source GPU code, first in every compile of gpu_srcs (nvcc: -x cu; the HIP clang: -x hip)."),
+    "host_only_language_copts": attr.string_list(doc = "What replaces language_copts for gpu_host_srcs, sources with no device code: compiled for the host only, no device pass (nvcc: -x c++; the HIP clang: -x hip --offload-host-only)."),
+    "copts": attr.string_list(doc = "Flags of every compile after the language flags (standard, codegen)."),
     "opt_copts": attr.string_list(doc = "Added under -c opt (the default, --config=cuda/rocm)."),
     "dbg_copts": attr.string_list(doc = "Added under -c dbg (--config=dbg)."),
     "fastbuild_copts": attr.string_list(doc = "Added under -c fastbuild."),

@@ -30,7 +30,7 @@ def _gpu_objects_impl(ctx):
     for src in ctx.files.srcs:
         obj = ctx.actions.declare_file("_gpu_objs/{}/{}.pic.o".format(ctx.label.name, src.basename.rsplit(".", 1)[0]))
         args = ctx.actions.args()
-        args.add_all(gpu.copts)
+        args.add_all(gpu.host_only_copts if ctx.attr.host_only else gpu.copts)
         args.add_all(compilation_context.defines, format_each = "-D%s")
         args.add_all(compilation_context.local_defines, format_each = "-D%s")
         args.add_all(compilation_context.includes, before_each = "-I")
@@ -47,7 +47,9 @@ def _gpu_objects_impl(ctx):
             outputs = [obj],
             mnemonic = gpu.mnemonic,
             toolchain = GPU_TOOLCHAIN_TYPE,
-            progress_message = "Compiling {} {} for {}".format(gpu.backend.upper(), src.short_path, ",".join(gpu.archs)),
+            progress_message = (
+                "Compiling {} host code {}".format(gpu.backend.upper(), src.short_path) if ctx.attr.host_only else "Compiling {} {} for {}".format(gpu.backend.upper(), src.short_path, ",".join(gpu.archs))
+            ),
         )
         objects.append(obj)
 
@@ -81,12 +83,14 @@ gpu_objects = rule(
     doc = """Compiles .cu sources with the resolved GPU toolchain into always-linked
 objects (plus the GPU runtime), as a CcInfo for a cc_library's deps: nvcc under
 --config=cuda, the HIP clang (the same sources as HIP) under --config=rocm,
-nothing under --config=cpu. Use it through stable_op_library(gpu_srcs=...).""",
+nothing under --config=cpu. With host_only, the host code only (sources with
+no kernels). Use it through stable_op_library(gpu_srcs=..., gpu_host_srcs=...).""",
     attrs = {
         "srcs": attr.label_list(allow_files = GPU_SRC_EXTENSIONS, doc = ".cu sources."),
         "hdrs": attr.label_list(allow_files = GPU_HDR_EXTENSIONS, doc = "Headers the sources include by relative path (the library's own)."),
         "deps": attr.label_list(providers = [CcInfo], doc = "Headers, defines and libraries the sources use."),
         "copts": attr.string_list(doc = "Extra GPU compiler flags."),
+        "host_only": attr.bool(doc = "The sources have no device code: compile them for the host only (the toolchain's host_only_copts), with no device pass."),
     },
     fragments = ["cpp"],
     toolchains = use_cc_toolchain() + [config_common.toolchain_type(GPU_TOOLCHAIN_TYPE, mandatory = False)],

@@ -6,8 +6,10 @@
 //   stableops_cuda_utils::get_max_shared_memory_per_block_device_attribute(
 //       int device_id) -> int
 //
-// Host-only code (no kernels); it lives in a .cu file so that it is compiled
-// by nvcc/hipcc together with the rest of the GPU library.
+// Host-only code (no kernels): a gpu_host_srcs entry of its
+// stable_op_library, compiled by the GPU toolchain for the host only (nvcc
+// -x c++, HIP --offload-host-only) with the GPU runtime's headers. Keep
+// kernels out of this file.
 #include <atomic>
 #include <cstdint>
 #include <limits>

@@ -44,7 +44,7 @@ def _cuda_toolchain_impl(ctx):
     if threads < 0:
         fail("stableops: expected --//bazel:nvcc_threads >= 0 (0: one per CPU), found {}; set it to 0, 1 or a thread count".format(threads))
     host_flags = ["-fPIC", "--sysroot=" + cc_toolchain.sysroot, "-Wno-unused-command-line-argument"] + REPRODUCIBLE_WARNING_FLAGS
-    copts = (
+    common = (
         ctx.attr.copts +
         compilation_mode_copts(ctx) +
         ["-ccbin", cc_toolchain.compiler_executable, "-Xcompiler=" + ",".join(host_flags)] +
@@ -57,7 +57,8 @@ def _cuda_toolchain_impl(ctx):
         backend = "cuda",
         compiler = ctx.file.nvcc,
         compiler_files = depset(transitive = [ctx.attr.toolkit[DefaultInfo].files, cc_toolchain.all_files]),
-        copts = copts,
+        copts = ctx.attr.language_copts + common,
+        host_only_copts = ctx.attr.host_only_language_copts + common,
         # nvcc has no -iquote.
         quote_include_flag = "-I",
         archs = archs,

@@ -41,7 +41,7 @@ def _hip_toolchain_impl(ctx):
     roots = [f.path[:-len(suffix)] for f in ctx.files.toolkit if f.path.endswith("/rocm" + suffix)]
     if len(roots) != 1:
         fail("stableops: expected one rocm/include/hip/hip_runtime.h in {}, found {}".format(ctx.attr.toolkit.label, len(roots)))
-    copts = (
+    common = (
         ctx.attr.copts +
         compilation_mode_copts(ctx) +
         ["--sysroot=" + cc_toolchain.sysroot, "--rocm-path=" + roots[0]] +
@@ -52,7 +52,8 @@ def _hip_toolchain_impl(ctx):
         backend = "rocm",
         compiler = ctx.file.clang,
         compiler_files = depset(ctx.files.toolkit, transitive = [cc_toolchain.all_files]),
-        copts = copts,
+        copts = ctx.attr.language_copts + common,
+        host_only_copts = ctx.attr.host_only_language_copts + common,
         quote_include_flag = "-iquote",
         archs = archs,
         defines = ctx.attr.defines,
