@@ -128,8 +128,10 @@ timed b noop "$base_a" --remote_cache= "$@"
 
 # --- (c) one .cu file changed ---------------------------------------------
 # The edited file: a kernel source of about the median compile time
-# (csrc/utils/cuda_utils.cu until 2026-12-06, when it became host-only).
+# (csrc/utils/cuda_utils.cu until 2026-12-06, when it became host-only),
+# and the archive of its stable_op_library's GPU objects.
 edit=csrc/cache/swap_blocks.cu
+edit_archive=libcache_ops_gpu.pic
 # check_c EXEC_JSON MODE: the actions that ran were only $edit's
 # compile(s) (and its archive), the .so's link and the wheel (MODE=comment:
 # the compile alone is also fine: an unchanged object lets Bazel skip the
@@ -137,7 +139,7 @@ edit=csrc/cache/swap_blocks.cu
 check_c() {
   local extra=()
   [[ $2 == comment ]] && extra=(--no_link_ok)
-  python3 "$workspace/tools/exec_log.py" only_rebuilt "$1" "$(basename "$edit" .cu)" "${extra[@]}"
+  python3 "$workspace/tools/exec_log.py" only_rebuilt "$1" "$(basename "$edit" .cu)" --archive="$edit_archive" "${extra[@]}"
 }
 # c0: a comment line only (the object does not change).
 printf '// build_speed.sh: a comment line\n' >>"$src/$edit"

@@ -9,10 +9,12 @@ benchmarks/build_speed.sh.
     exec_log.py ran EXEC_JSON [--limit=N]
         The actions that ran (were not remote cache hits), one per line:
         "MNEMONIC LABEL FIRST_OUTPUT", then a count.
-    exec_log.py only_rebuilt EXEC_JSON PATTERN [--no_link_ok]
+    exec_log.py only_rebuilt EXEC_JSON PATTERN [--archive=NAME] [--no_link_ok]
         Checks that the actions that ran were only PATTERN's compile(s) and
-        the archive of its object, the link of the shared object and the wheel
-        that packages it; prints "met: ..." or "NOT MET: ...".
+        the archive of its object (whose output names PATTERN, or NAME: the
+        library's archive when it holds several sources), the link of the
+        shared object and the wheel that packages it; prints "met: ..." or
+        "NOT MET: ...".
 
     exec_log.py where EXEC_JSON [--local-ok=REGEX]
         Where every spawn ran (remote execution, remote cache hit, or locally)
@@ -71,7 +73,7 @@ def summary(log_path: str) -> tuple[int, int, int]:
     return total, kinds.get("remote cache hit", 0), kinds.get("internal", 0)
 
 
-def only_rebuilt(path: str, pattern: str, no_link_ok: bool) -> str:
+def only_rebuilt(path: str, pattern: str, no_link_ok: bool, archive: str | None = None) -> str:
     actions = ran(path)
     compiles = archives = links = wheels = 0
     bad = []
@@ -79,7 +81,7 @@ def only_rebuilt(path: str, pattern: str, no_link_ok: bool) -> str:
         print(f"  ran: {mnemonic} {label} {out}", file=sys.stderr)
         if pattern in out and out.endswith(".o"):
             compiles += 1
-        elif pattern in out and out.endswith((".lo", ".a")):
+        elif (pattern in out or (archive is not None and archive in out)) and out.endswith((".lo", ".a")):
             archives += 1
         elif out.endswith(".so") and "Link" in mnemonic:
             links += 1
@@ -139,7 +141,8 @@ def main(argv: list[str]) -> int:
         local_ok = next((a.split("=", 1)[1] for a in argv[3:] if a.startswith("--local-ok=")), None)
         return where(path, local_ok)
     elif cmd == "only_rebuilt":
-        print(only_rebuilt(path, argv[3], "--no_link_ok" in argv[4:]))
+        archive = next((a.split("=", 1)[1] for a in argv[4:] if a.startswith("--archive=")), None)
+        print(only_rebuilt(path, argv[3], "--no_link_ok" in argv[4:], archive))
     else:
         print(__doc__, file=sys.stderr)
         return 2
