@@ -218,23 +218,32 @@ inline void* current_gpu_stream(int32_t device_index) {
   return stream;
 }
 
-// Attribute kAttr of `device` into *value: asked once per device, then
-// cached (attributes are immutable; thread safe). Returns the runtime's
-// error code when it cannot answer (nothing cached then).
-template <cudaDeviceAttr kAttr>
-inline cudaError_t cached_device_attribute(int device, int* value) {
-  static std::atomic<int64_t> cache[64];  // bit 32 set: known; low 32 bits: value
-  const bool cacheable = device >= 0 && device < 64;
+// Attribute `attr` of `device` into *value: asked once per (device,
+// attribute), then cached (attributes are immutable properties of a device;
+// thread safe, lock free, no allocation: a fixed table of atomics, 64 KiB of
+// zero-initialised BSS, one per shared object). Entry: bit 32 set = known,
+// low 32 bits = value; 0 = not asked yet. Devices >= 64 and attribute ids
+// >= 128 (HIP's AMD-specific ones start at 10000) are asked every time.
+// Returns the runtime's error code when it cannot answer (nothing cached
+// then; the caller decides whether that is an error). Every attribute query
+// of stableops goes through here.
+inline cudaError_t cached_device_attribute(cudaDeviceAttr attr, int device, int* value) {
+  constexpr int kDevices = 64;
+  constexpr int kAttributes = 128;
+  static std::atomic<uint64_t> cache[kDevices][kAttributes];
+  const int id = static_cast<int>(attr);
+  const bool cacheable = device >= 0 && device < kDevices && id >= 0 && id < kAttributes;
   if (cacheable) {
-    const int64_t entry = cache[device].load(std::memory_order_relaxed);
+    const uint64_t entry = cache[device][id].load(std::memory_order_relaxed);
     if (entry != 0) {
       *value = static_cast<int32_t>(static_cast<uint32_t>(entry));
       return cudaSuccess;
     }
   }
-  const cudaError_t err = cudaDeviceGetAttribute(value, kAttr, device);
+  const cudaError_t err = cudaDeviceGetAttribute(value, attr, device);
   if (err == cudaSuccess && cacheable) {
-    cache[device].store((int64_t{1} << 32) | static_cast<uint32_t>(*value), std::memory_order_relaxed);
+    cache[device][id].store((uint64_t{1} << 32) | static_cast<uint32_t>(*value),
+                            std::memory_order_relaxed);
   }
   return err;
 }
@@ -242,7 +251,7 @@ inline cudaError_t cached_device_attribute(int device, int* value) {
 // Multiprocessors (compute units) of `device` (cached, see above).
 inline int multiprocessor_count(int device) {
   int count = 0;
-  STABLEOPS_GPU_CHECK(cached_device_attribute<cudaDevAttrMultiProcessorCount>(device, &count));
+  STABLEOPS_GPU_CHECK(cached_device_attribute(cudaDevAttrMultiProcessorCount, device, &count));
   return std::max(count, 1);
 }
 
@@ -327,7 +336,7 @@ inline bool pdl_enabled() {
     return false;  // the launch itself will report the problem
   }
   int major = 0;
-  if (cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(device, &major) != cudaSuccess) {
+  if (cached_device_attribute(cudaDevAttrComputeCapabilityMajor, device, &major) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;  // the launch itself will report the problem
   }

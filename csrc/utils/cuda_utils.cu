@@ -70,33 +70,12 @@ int resolve_device(int64_t device_id) {
   return static_cast<int>(device_id);
 }
 
-// Lock-free cache of attribute values per (device, attribute): they are
-// immutable properties of the device, so entries never need invalidation.
-// A fixed array of atomics (64 KiB of zero-initialised BSS) instead of a
-// mutex-protected map: no allocation, no lock on the hot path. Entry layout:
-// bit 32 set = cached, low 32 bits = value; 0 = not cached yet. Devices or
-// attributes outside the table are simply queried every time.
-constexpr int kCachedDevices = 64;
-constexpr int kCachedAttributes = 128;
-std::atomic<uint64_t> g_attribute_cache[kCachedDevices][kCachedAttributes];
-
-bool cacheable(int device, int attribute) {
-  return device >= 0 && device < kCachedDevices && attribute >= 0 &&
-         attribute < kCachedAttributes;
-}
-
+// The attribute's value, cached per (device, attribute) by gpu_compat.h's
+// cached_device_attribute (the one attribute cache of stableops).
 int query_device_attribute(int attribute, int device) {
-  const bool use_cache = cacheable(device, attribute);
-  if (use_cache) {
-    const uint64_t entry = g_attribute_cache[device][attribute].load(
-        std::memory_order_relaxed);
-    if (entry != 0) {
-      return static_cast<int>(static_cast<uint32_t>(entry));
-    }
-  }
   int value = 0;
-  const cudaError_t err = cudaDeviceGetAttribute(
-      &value, static_cast<cudaDeviceAttr>(attribute), device);
+  const cudaError_t err = cached_device_attribute(
+      static_cast<cudaDeviceAttr>(attribute), device, &value);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     STD_TORCH_CHECK(false, "stableops: cudaDeviceGetAttribute(attribute=",
@@ -107,11 +86,6 @@ int query_device_attribute(int attribute, int device) {
                         ? ": invalid device attribute " +
                               std::to_string(attribute)
                         : std::string());
-  }
-  if (use_cache) {
-    g_attribute_cache[device][attribute].store(
-        (uint64_t{1} << 32) | static_cast<uint32_t>(value),
-        std::memory_order_relaxed);
   }
   return value;
 }
