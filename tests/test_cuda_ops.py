@@ -274,15 +274,23 @@ def test_merge_prefill_tokens_with_context(dtype, prefill):
 @requires_cuda
 @pytest.mark.parametrize("fp8", list(FP8_MAX), ids=["e4m3fn", "e4m3fnuz"])
 @pytest.mark.parametrize("prefill", [None, 9], ids=["all", "prefill9"])
-# 0.37: the kernel's ScaleDivisor path; 2^-90 and 2^101 lie outside its range
-# (csrc/core/scale_div.h), so the kernel takes the plain division there.
-@pytest.mark.parametrize("scale", [0.37, 2.0**-90, 2.0**101], ids=["divisor", "tiny", "huge"])
+# 0.37: the kernel's ScaleDivisor path. The others lie outside its range
+# (csrc/core/scale_div.h), so the kernel takes the plain division there:
+# 2^-90 and 2^101 saturate or flush every value of these inputs, which either
+# path gets right (a kernel forced onto ScaleDivisor at every scale passes
+# them; checked on an H100), while at 2^-130 (subnormal: 1 / s overflows) the
+# ScaleDivisor quotient of a zero is 0 * inf = NaN, so the zero rows below
+# fail unless the kernel divides.
+@pytest.mark.parametrize("scale", [0.37, 2.0**-90, 2.0**101, 2.0**-130], ids=["divisor", "tiny", "huge", "subnormal"])
 def test_merge_fp8_output_bit_exact(fp8, prefill, scale):
     """FP8 output = torch's conversion of clamp(merged / scale), bit-exact
     against the float32 merge of the same inputs on the same GPU."""
     t, h, d = 33, 6, 128
     x = make_inputs(t, h, d, torch.float32, seed=21)
     x["p"] *= 300  # past the format's MAX: saturates
+    for k, zero in ((0, 0.0), (1, -0.0), (12, 0.0)):  # tokens whose merge is a (signed) zero
+        x["p"][k] = zero
+        x["s"][k] = zero
     merged = torch.empty(t, h, d, device="cuda")
     merge_attn_states(merged, None, x["p"], x["pl"], x["s"], x["sl"], prefill_tokens_with_context=prefill)
     out = torch.empty(t, h, d, dtype=fp8, device="cuda")
