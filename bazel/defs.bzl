@@ -72,10 +72,11 @@ def stable_op_library(name, srcs = [], hdrs = [], gpu_srcs = [], gpu_host_srcs =
         gpu_compat.h) but define no kernel: built only for a GPU backend,
         by the same toolchain with the same runtime headers and defines,
         for the host only (no device pass per architecture, no fat
-        binary), so several times cheaper to compile than gpu_srcs. A
-        kernel there fails: nvcc's host compiler rejects <<<>>>, and HIP
-        would launch a kernel with no device code; keep kernels in
-        gpu_srcs.
+        binary), so several times cheaper to compile than gpu_srcs. They
+        see STABLEOPS_GPU_HOST_ONLY, which makes any __global__ after
+        stableops/gpu_compat.h a compile error on both backends (without
+        that header nvcc still rejects a kernel, but HIP would build it
+        with no device code); keep kernels in gpu_srcs.
       deps: other stable_op_library targets.
       copts: extra C++ compiler flags.
       gpu_copts: extra GPU compiler flags.

@@ -370,3 +370,17 @@ cudaError_t gpu_launch(void (*kernel)(Params...), dim3 grid, dim3 block,
 #endif  // __CUDACC__ || __HIPCC__
 
 }  // namespace stableops
+
+// A gpu_host_srcs file of stable_op_library is compiled for the host only
+// (STABLEOPS_GPU_HOST_ONLY set by the rule): a kernel there would have no
+// device code. nvcc rejects one with a parse error; HIP's --offload-host-only
+// would build it into a launch of nothing. From here on in such a file, any
+// __global__ is a compile error that says so, on both backends.
+#if defined(STABLEOPS_GPU_HOST_ONLY)
+#undef __global__
+#define __global__                                                      \
+  static_assert(false,                                                  \
+                "stableops: a __global__ kernel in a gpu_host_srcs file " \
+                "(compiled for the host only, no device code); move it "  \
+                "to gpu_srcs");
+#endif

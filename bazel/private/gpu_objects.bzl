@@ -31,6 +31,9 @@ def _gpu_objects_impl(ctx):
         obj = ctx.actions.declare_file("_gpu_objs/{}/{}.pic.o".format(ctx.label.name, src.basename.rsplit(".", 1)[0]))
         args = ctx.actions.args()
         args.add_all(gpu.host_only_copts if ctx.attr.host_only else gpu.copts)
+        if ctx.attr.host_only:
+            # csrc/gpu_compat.h then makes any __global__ after it an error.
+            args.add("-DSTABLEOPS_GPU_HOST_ONLY")
         args.add_all(compilation_context.defines, format_each = "-D%s")
         args.add_all(compilation_context.local_defines, format_each = "-D%s")
         args.add_all(compilation_context.includes, before_each = "-I")
