@@ -22,6 +22,21 @@
 #define STABLEOPS_ROCM 0
 #endif
 
+// 1 while the compiler parses a .cu for one GPU architecture (nvcc's device
+// passes, one per architecture; HIP's device compilations), 0 in the host
+// pass and in plain C++. Torch's stable-ABI headers (the AOTI C shim pulls
+// Half, BFloat16, Float8 and complex) cost about 4.5 s per .cu over nvcc's
+// six device passes (docs/PERFORMANCE.md, 2026-12-04) and no kernel needs
+// them: a .cu keeps its torch includes and its Tensor-taking entry points
+// under `#if !STABLEOPS_DEVICE_PASS`, and the code that instantiates its
+// kernels (launchers and the dtype dispatch, on plain structs and
+// cudaStream_t) outside it, so every pass instantiates the same kernels.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define STABLEOPS_DEVICE_PASS 1
+#else
+#define STABLEOPS_DEVICE_PASS 0
+#endif
+
 #if STABLEOPS_ROCM
 // ----------------------------------------------------------------- ROCm/HIP
 #include <hip/hip_bf16.h>
@@ -190,10 +205,42 @@ __device__ __forceinline__ float stableops_rcp_approx_ftz(float x) {
 #include <cstdlib>
 #include <utility>
 
+#if !STABLEOPS_DEVICE_PASS
+#include <optional>
+
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/headeronly/core/ScalarType.h>
+#endif
 
 namespace stableops {
 
+// The floating element types of the kernels, named without torch's headers
+// (a device pass has none): a .cu's dtype dispatch, which instantiates its
+// kernels in every pass, switches on this; its host entry point maps the
+// tensor's dtype with to_gpu_float.
+enum class GpuFloat { kFloat32, kFloat16, kBFloat16 };
+
+#if !STABLEOPS_DEVICE_PASS
+// None for any other dtype (the caller raises, naming it).
+inline std::optional<GpuFloat> to_gpu_float(torch::headeronly::ScalarType t) {
+  switch (t) {
+    case torch::headeronly::ScalarType::Float:
+      return GpuFloat::kFloat32;
+    case torch::headeronly::ScalarType::Half:
+      return GpuFloat::kFloat16;
+    case torch::headeronly::ScalarType::BFloat16:
+      return GpuFloat::kBFloat16;
+    default:
+      return std::nullopt;
+  }
+}
+#endif
+
+#if STABLEOPS_DEVICE_PASS
+// Host code: a device pass parses its callers but never generates them, and
+// has no torch headers (see STABLEOPS_DEVICE_PASS).
+inline void* current_gpu_stream(int32_t) { return nullptr; }
+#else
 inline void* current_gpu_stream(int32_t device_index) {
   using GetStreamFn = AOTITorchError (*)(int32_t, void**);
   static const GetStreamFn get_stream = []() -> GetStreamFn {
@@ -217,6 +264,7 @@ inline void* current_gpu_stream(int32_t device_index) {
       device_index);
   return stream;
 }
+#endif  // !STABLEOPS_DEVICE_PASS
 
 // Attribute `attr` of `device` into *value: asked once per (device,
 // attribute), then cached (attributes are immutable properties of a device;

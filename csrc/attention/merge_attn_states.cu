@@ -46,23 +46,28 @@
 #include <optional>
 #include <type_traits>
 
-#include <torch/csrc/inductor/aoti_torch/c/shim.h>
-#include <torch/csrc/stable/accelerator.h>
-#include <torch/csrc/stable/tensor.h>
-#include <torch/headeronly/core/DeviceType.h>
-#include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/Exception.h>
 
-#include "csrc/attention/merge_attn_states_check.h"
-#include "csrc/core/check.h"
 #include "csrc/core/fp8.h"
 #include "csrc/core/gpu_vec.h"
 #include "csrc/core/scale_div.h"
 #include "csrc/gpu_compat.h"
+
+// The torch side is host code only: the device passes skip its headers
+// (gpu_compat.h, STABLEOPS_DEVICE_PASS).
+#if !STABLEOPS_DEVICE_PASS
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/DeviceType.h>
+#include <torch/headeronly/core/ScalarType.h>
+
+#include "csrc/attention/merge_attn_states_check.h"
+#include "csrc/core/check.h"
 #include "csrc/ops.h"
+#endif
 
 namespace stableops {
-namespace {
+namespace merge_gpu {
 
 using gpu::Pack;
 
@@ -267,17 +272,41 @@ void launch_merge(const MergeParams& params, int32_t device, cudaStream_t stream
 }
 
 template <typename T>
-void launch_for_output(const MergeParams& params, const MergeAttnStatesDims& dims, int32_t device, cudaStream_t stream) {
-  if (!dims.fp8_output) {
+void launch_for_output(const MergeParams& params, bool fp8_output, fp8::Format fp8_format,
+                       int32_t device, cudaStream_t stream) {
+  if (!fp8_output) {
     launch_merge<T, SameOut<T>>(params, device, stream);
-  } else if (dims.fp8_format == fp8::Format::kE4M3FN) {
+  } else if (fp8_format == fp8::Format::kE4M3FN) {
     launch_merge<T, Fp8Out<T, fp8::Format::kE4M3FN>>(params, device, stream);
   } else {
     launch_merge<T, Fp8Out<T, fp8::Format::kE4M3FNUZ>>(params, device, stream);
   }
 }
 
-}  // namespace
+// Every kernel instantiation is reached from here, in every compiler pass.
+// Its only caller is the host entry point below, which the device passes
+// skip; a named namespace gives it external linkage, so those passes still
+// compile it (and instantiate the kernels) instead of dropping it as unused.
+void launch_for_dtype(const MergeParams& params, GpuFloat dtype, bool fp8_output,
+                      fp8::Format fp8_format, int32_t device, cudaStream_t stream) {
+  switch (dtype) {
+    case GpuFloat::kFloat32:
+      launch_for_output<float>(params, fp8_output, fp8_format, device, stream);
+      break;
+    case GpuFloat::kFloat16:
+      launch_for_output<stableops_half>(params, fp8_output, fp8_format, device, stream);
+      break;
+    case GpuFloat::kBFloat16:
+      launch_for_output<stableops_bf16>(params, fp8_output, fp8_format, device, stream);
+      break;
+  }
+}
+
+}  // namespace merge_gpu
+
+#if !STABLEOPS_DEVICE_PASS
+using namespace merge_gpu;  // NOLINT: this file's own kernels
+
 
 void merge_attn_states_cuda(torch::stable::Tensor& output,
                             std::optional<torch::stable::Tensor> output_lse,
@@ -344,20 +373,11 @@ void merge_attn_states_cuda(torch::stable::Tensor& output,
   const cudaStream_t stream =
       static_cast<cudaStream_t>(current_gpu_stream(device_index));
 
-  switch (prefix_output.scalar_type()) {
-    case torch::headeronly::ScalarType::Float:
-      launch_for_output<float>(params, dims, device_index, stream);
-      break;
-    case torch::headeronly::ScalarType::Half:
-      launch_for_output<stableops_half>(params, dims, device_index, stream);
-      break;
-    case torch::headeronly::ScalarType::BFloat16:
-      launch_for_output<stableops_bf16>(params, dims, device_index, stream);
-      break;
-    default:
-      STD_TORCH_CHECK(false, "merge_attn_states: unsupported dtype ",
-                      scalar_type_name(prefix_output.scalar_type()));
-  }
+  const std::optional<GpuFloat> dtype = to_gpu_float(prefix_output.scalar_type());
+  STD_TORCH_CHECK(dtype.has_value(), "merge_attn_states: unsupported dtype ",
+                  scalar_type_name(prefix_output.scalar_type()));
+  launch_for_dtype(params, *dtype, dims.fp8_output, dims.fp8_format, device_index, stream);
 }
+#endif  // !STABLEOPS_DEVICE_PASS
 
 }  // namespace stableops

@@ -23,21 +23,26 @@
 //     pair instead, in block_mapping order.
 #include <cstdint>
 
+#include <torch/headeronly/util/Exception.h>
+
+#include "csrc/gpu_compat.h"
+
+// The torch side is host code only: the device passes skip its headers
+// (gpu_compat.h, STABLEOPS_DEVICE_PASS). The kernel is not a template and
+// has external linkage (a named namespace), so every pass compiles it,
+// though its only launch is in host code the device passes skip.
+#if !STABLEOPS_DEVICE_PASS
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/DeviceType.h>
-#include <torch/headeronly/util/Exception.h>
 
 #include "csrc/cache/cache_check.h"
 #include "csrc/core/check.h"
-#include "csrc/gpu_compat.h"
 #include "csrc/ops.h"
+#endif
 
 namespace stableops {
-namespace {
-
-using torch::headeronly::DeviceType;
-using torch::stable::Tensor;
+namespace swap_blocks_gpu {
 
 constexpr int kBlockThreads = 256;
 constexpr int kUnroll = 4;
@@ -71,6 +76,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
+#if !STABLEOPS_DEVICE_PASS
+using torch::headeronly::DeviceType;
+using torch::stable::Tensor;
+
 // Whether `t`'s memory is page-locked host memory the GPU can DMA from.
 bool is_pinned(const Tensor& t) {
   cudaPointerAttributes attr;
@@ -94,8 +103,13 @@ void span_of(const Tensor& t, int64_t block_stride, int64_t bytes,
   lo = reinterpret_cast<uintptr_t>(t.data_ptr());
   hi = lo + static_cast<uintptr_t>((t.size(0) - 1) * block_stride + bytes);
 }
+#endif  // !STABLEOPS_DEVICE_PASS
 
-}  // namespace
+}  // namespace swap_blocks_gpu
+
+#if !STABLEOPS_DEVICE_PASS
+using namespace swap_blocks_gpu;  // NOLINT: this file's own kernel
+
 
 void swap_blocks_cuda(const Tensor& src, Tensor& dst, int64_t block_size_in_bytes,
                       const Tensor& block_mapping) {
@@ -163,5 +177,7 @@ void swap_blocks_cuda(const Tensor& src, Tensor& dst, int64_t block_size_in_byte
     STABLEOPS_GPU_CHECK(gpu_launch(swap_blocks_kernel, grid, kBlockThreads, 0, stream, batch));
   }
 }
+
+#endif  // !STABLEOPS_DEVICE_PASS
 
 }  // namespace stableops

@@ -31,7 +31,14 @@
 
 #include <cstring>
 
+// The dtype side (kDtype, format_of) is host code; a GPU device pass, which
+// has no torch headers (gpu_compat.h, STABLEOPS_DEVICE_PASS), skips it.
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+#define STABLEOPS_FP8_DTYPES 1
 #include <torch/headeronly/core/ScalarType.h>
+#else
+#define STABLEOPS_FP8_DTYPES 0
+#endif
 
 #if defined(__CUDACC__) && !defined(USE_ROCM) && !defined(__HIP_PLATFORM_AMD__)
 #include <cuda_fp8.h>
@@ -61,8 +68,10 @@ struct Traits<Format::kE4M3FN> {
   static constexpr uint32_t kBias = 7;
   static constexpr uint32_t kMinNormal = UINT32_C(121) << 23;  // 2^-6
   static constexpr uint32_t kDenormMagic = UINT32_C(141) << 23;  // 2^14
+#if STABLEOPS_FP8_DTYPES
   static constexpr torch::headeronly::ScalarType kDtype =
       torch::headeronly::ScalarType::Float8_e4m3fn;
+#endif
 };
 
 template <>
@@ -71,10 +80,13 @@ struct Traits<Format::kE4M3FNUZ> {
   static constexpr uint32_t kBias = 8;
   static constexpr uint32_t kMinNormal = UINT32_C(120) << 23;  // 2^-7
   static constexpr uint32_t kDenormMagic = UINT32_C(140) << 23;  // 2^13
+#if STABLEOPS_FP8_DTYPES
   static constexpr torch::headeronly::ScalarType kDtype =
       torch::headeronly::ScalarType::Float8_e4m3fnuz;
+#endif
 };
 
+#if STABLEOPS_FP8_DTYPES
 // The format of an FP8 dtype; false if `dtype` is not one of the two.
 inline bool format_of(torch::headeronly::ScalarType dtype, Format* out) {
   if (dtype == torch::headeronly::ScalarType::Float8_e4m3fn) {
@@ -87,6 +99,7 @@ inline bool format_of(torch::headeronly::ScalarType dtype, Format* out) {
   }
   return false;
 }
+#endif
 
 inline float max_of(Format f) {
   return f == Format::kE4M3FN ? Traits<Format::kE4M3FN>::kMax

@@ -37,28 +37,30 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/headeronly/util/Exception.h>
+
+#include "csrc/core/gpu_reduce.h"
+#include "csrc/core/gpu_vec.h"
+#include "csrc/gpu_compat.h"
+
+// The torch side is host code only: the device passes skip its headers
+// (gpu_compat.h, STABLEOPS_DEVICE_PASS).
+#if !STABLEOPS_DEVICE_PASS
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/DeviceType.h>
 #include <torch/headeronly/core/ScalarType.h>
-#include <torch/headeronly/util/Exception.h>
 
 #include "csrc/core/check.h"
-#include "csrc/core/gpu_reduce.h"
-#include "csrc/core/gpu_vec.h"
-#include "csrc/gpu_compat.h"
 #include "csrc/norm/rms_norm_check.h"
 #include "csrc/ops.h"
+#endif
 
 namespace stableops {
-namespace {
+namespace rms_norm_gpu {
 
 using gpu::Pack;
-using torch::headeronly::ScalarType;
-using torch::stable::Tensor;
 
-constexpr int kVecBytes = 16;
 // Vector path, registers: blocks of at most this many threads, a multiple of
 // 64 (AMD's wavefront).
 constexpr int kCachedMaxThreads = 256;
@@ -455,6 +457,36 @@ void launch_dtype(
   }
 }
 
+// Every kernel instantiation is reached from here, in every compiler pass.
+// Its only caller is run() below, host code the device passes skip; a named
+// namespace gives it external linkage, so those passes still compile it (and
+// instantiate the kernels) instead of dropping it as unused.
+void launch_for(const NormParams& p, uint32_t hidden, GpuFloat dtype, bool fused, bool weighted,
+                bool vec, cudaStream_t stream) {
+  switch (dtype) {
+    case GpuFloat::kFloat32:
+      launch_dtype<float>(p, hidden, fused, weighted, vec, stream);
+      break;
+    case GpuFloat::kFloat16:
+      launch_dtype<stableops_half>(p, hidden, fused, weighted, vec, stream);
+      break;
+    case GpuFloat::kBFloat16:
+      launch_dtype<stableops_bf16>(p, hidden, fused, weighted, vec, stream);
+      break;
+  }
+}
+
+}  // namespace rms_norm_gpu
+
+#if !STABLEOPS_DEVICE_PASS
+using namespace rms_norm_gpu;  // NOLINT: this file's own kernels
+using torch::headeronly::ScalarType;
+using torch::stable::Tensor;
+
+namespace {
+
+constexpr int kVecBytes = 16;
+
 bool aligned(const void* ptr) {
   return reinterpret_cast<std::uintptr_t>(ptr) % kVecBytes == 0;
 }
@@ -498,19 +530,10 @@ void run(const RmsNormProblem& problem) {
 
   const torch::stable::accelerator::DeviceGuard device_guard(problem.device_index);
   const cudaStream_t stream = static_cast<cudaStream_t>(current_gpu_stream(problem.device_index));
-  switch (problem.dtype) {
-    case ScalarType::Float:
-      launch_dtype<float>(p, hidden, problem.fused, problem.weighted, vec, stream);
-      break;
-    case ScalarType::Half:
-      launch_dtype<stableops_half>(p, hidden, problem.fused, problem.weighted, vec, stream);
-      break;
-    case ScalarType::BFloat16:
-      launch_dtype<stableops_bf16>(p, hidden, problem.fused, problem.weighted, vec, stream);
-      break;
-    default:
-      STD_TORCH_CHECK(false, problem.op, ": unsupported dtype ", scalar_type_name(problem.dtype));
-  }
+  const std::optional<GpuFloat> dtype = to_gpu_float(problem.dtype);
+  STD_TORCH_CHECK(dtype.has_value(), problem.op, ": unsupported dtype ",
+                  scalar_type_name(problem.dtype));
+  launch_for(p, hidden, *dtype, problem.fused, problem.weighted, vec, stream);
 }
 
 } // namespace
@@ -543,5 +566,7 @@ void fused_add_rms_norm_weightless_cuda(
   run(check_fused_add_rms_norm(
       input, residual, nullptr, epsilon, torch::headeronly::DeviceType::CUDA));
 }
+
+#endif  // !STABLEOPS_DEVICE_PASS
 
 } // namespace stableops

@@ -38,24 +38,28 @@
 #include <optional>
 #include <type_traits>
 
-#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/headeronly/util/Exception.h>
+
+#include "csrc/core/gpu_vec.h"
+#include "csrc/gpu_compat.h"
+
+// The torch side (Tensor arguments, validation, dtype) is host code only:
+// the device passes skip its headers (gpu_compat.h, STABLEOPS_DEVICE_PASS).
+#if !STABLEOPS_DEVICE_PASS
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/DeviceType.h>
 #include <torch/headeronly/core/ScalarType.h>
-#include <torch/headeronly/util/Exception.h>
 
 #include "csrc/core/check.h"
-#include "csrc/core/gpu_vec.h"
-#include "csrc/gpu_compat.h"
 #include "csrc/ops.h"
 #include "csrc/pos_encoding/rotary_embedding_check.h"
+#endif
 
 namespace stableops {
-namespace {
+namespace rotary_gpu {
 
 using gpu::Pack;
-using torch::headeronly::ScalarType;
 
 constexpr int kBlockThreads = 256;
 // Blocks of kBlockThreads that must fit on one SM (CUDA's register budget;
@@ -340,6 +344,34 @@ void dispatch_cache(const RotaryGpuParams& p, int64_t num_tokens, bool is_neox, 
   }
 }
 
+// Every kernel instantiation is reached from here, in every compiler pass.
+// Its only caller is the host entry point below, which the device passes
+// skip; a named namespace gives it external linkage, so those passes still
+// compile it (and instantiate the kernels) instead of dropping it as unused.
+void dispatch(const RotaryGpuParams& p, int64_t num_tokens, GpuFloat dtype,
+              bool cache_is_f32, bool is_neox, bool vec, cudaStream_t stream) {
+  switch (dtype) {
+    case GpuFloat::kFloat32:
+      dispatch_cache<float>(p, num_tokens, is_neox, vec, cache_is_f32, stream);
+      break;
+    case GpuFloat::kFloat16:
+      dispatch_cache<stableops_half>(p, num_tokens, is_neox, vec, cache_is_f32, stream);
+      break;
+    case GpuFloat::kBFloat16:
+      dispatch_cache<stableops_bf16>(p, num_tokens, is_neox, vec, cache_is_f32, stream);
+      break;
+  }
+}
+
+}  // namespace rotary_gpu
+
+#if !STABLEOPS_DEVICE_PASS
+using namespace rotary_gpu;  // NOLINT: this file's own kernels
+
+namespace {
+
+using torch::headeronly::ScalarType;
+
 bool aligned(const void* ptr, int64_t bytes) {
   return reinterpret_cast<std::uintptr_t>(ptr) % static_cast<std::uintptr_t>(bytes) == 0;
 }
@@ -422,20 +454,11 @@ void rotary_embedding_cuda(
   const cudaStream_t stream = static_cast<cudaStream_t>(current_gpu_stream(device_index));
   const bool cache_is_f32 = cos_sin_cache.scalar_type() == ScalarType::Float;
 
-  switch (query.scalar_type()) {
-    case ScalarType::Float:
-      dispatch_cache<float>(p, dims.num_tokens, is_neox, vec, cache_is_f32, stream);
-      break;
-    case ScalarType::Half:
-      dispatch_cache<stableops_half>(p, dims.num_tokens, is_neox, vec, cache_is_f32, stream);
-      break;
-    case ScalarType::BFloat16:
-      dispatch_cache<stableops_bf16>(p, dims.num_tokens, is_neox, vec, cache_is_f32, stream);
-      break;
-    default:
-      STD_TORCH_CHECK(false, "rotary_embedding: unsupported dtype ",
-                      scalar_type_name(query.scalar_type()));
-  }
+  const std::optional<GpuFloat> dtype = to_gpu_float(query.scalar_type());
+  STD_TORCH_CHECK(dtype.has_value(), "rotary_embedding: unsupported dtype ",
+                  scalar_type_name(query.scalar_type()));
+  dispatch(p, dims.num_tokens, *dtype, cache_is_f32, is_neox, vec, stream);
 }
+#endif  // !STABLEOPS_DEVICE_PASS
 
 }  // namespace stableops
