@@ -6,9 +6,15 @@ entries with clang-offload-bundler --list and asserts that every architecture
 of --//bazel:rocm_archs (STABLEOPS_GPU_ARCHS, set by Bazel from the flag) is
 present, and no other. The bundle headers are also parsed here, independently
 of the tool, and every device entry must be an AMDGPU ELF code object.
+Every kernel the host side can launch (a kernel handle: a data symbol of the
+host code whose name demangles to a function) must have device code for every
+architecture (its `.kd` descriptor in that architecture's code objects), and
+no code object holds a kernel the host cannot launch: with no AMD GPU here,
+this is what catches a kernel that the host pass instantiates and a device
+pass does not (csrc/gpu_compat.h, STABLEOPS_DEVICE_PASS).
 
 Environment (set by tests/BUILD.bazel): STABLEOPS_SO, STABLEOPS_GPU_ARCHS,
-STABLEOPS_OFFLOAD_BUNDLER, STABLEOPS_LLVM_OBJCOPY.
+STABLEOPS_OFFLOAD_BUNDLER, STABLEOPS_LLVM_NM, STABLEOPS_LLVM_OBJCOPY.
 """
 
 from __future__ import annotations
@@ -111,6 +117,59 @@ def test_code_objects_are_amdgpu_elf(bundles: list[Path]) -> None:
             assert blob[:4] == b"\x7fELF", f"{triple}: not an ELF code object"
             (machine,) = struct.unpack_from("<H", blob, 18)
             assert machine == EM_AMDGPU, f"{triple}: e_machine {machine}, expected EM_AMDGPU ({EM_AMDGPU})"
+
+
+# nm's letters for data symbols (a HIP kernel handle is one, named as its kernel).
+DATA_TYPES = set("BbDdRrVv")
+NOT_KERNELS = ("_ZT", "_ZGV", "_ZZ")
+
+
+def _nm(path: Path, *flags: str) -> list[tuple[str, str]]:
+    """(type letter, name) of every defined symbol, in symbol-table order."""
+    res = subprocess.run(
+        [_env("STABLEOPS_LLVM_NM"), "--defined-only", "--no-sort", *flags, str(path)],
+        check=True, capture_output=True, text=True,
+    )
+    out = []
+    for line in res.stdout.splitlines():
+        parts = line.split(" ", 2)  # address, type, name (a demangled name has spaces)
+        if len(parts) == 3:
+            out.append((parts[1], parts[2]))
+    return out
+
+
+def _host_kernel_handles() -> set[str]:
+    so = Path(_env("STABLEOPS_SO"))
+    raw = _nm(so)
+    demangled = _nm(so, "--demangle")
+    assert len(raw) == len(demangled), "llvm-nm listed the symbols twice differently"
+    # Not kernels: vtables and typeinfo (_ZT), guard variables (_ZGV), function-
+    # local statics (_ZZ, whose names also end in "...)::name"), and symbols
+    # with a compiler suffix (".0").
+    return {name for (kind, name), (_, pretty) in zip(raw, demangled)
+            if kind in DATA_TYPES and name.startswith("_Z") and not name.startswith(NOT_KERNELS)
+            and "." not in name and pretty.endswith(")")}
+
+
+def test_every_host_kernel_has_device_code(bundles: list[Path], tmp_path: Path) -> None:
+    host = _host_kernel_handles()
+    assert host, "no kernel handle found in the host code of the shared object"
+    device: dict[str, set[str]] = {a: set() for a in _archs()}
+    for bundle in bundles:
+        for triple, blob in _parse(bundle).items():
+            if triple == HOST:
+                continue
+            elf = tmp_path / f"{bundle.stem}.{triple}.elf"
+            elf.write_bytes(blob)
+            arch = triple[len(DEVICE_PREFIX):]
+            device[arch] |= {name[: -len(".kd")] for _, name in _nm(elf) if name.endswith(".kd")}
+    print(f"{len(host)} kernels launchable from the host; device kernels per arch: "
+          f"{ {a: len(k) for a, k in device.items()} }")
+    for arch, kernels in device.items():
+        missing = sorted(host - kernels)
+        extra = sorted(kernels - host)
+        assert not missing, f"{arch}: {len(missing)} kernel(s) with no device code, e.g. {missing[:3]}"
+        assert not extra, f"{arch}: {len(extra)} device kernel(s) the host cannot launch, e.g. {extra[:3]}"
 
 
 if __name__ == "__main__":

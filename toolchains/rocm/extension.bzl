@@ -18,7 +18,7 @@ headers past the bullseye sysroot):
                                        decide that the HIP >= 3.6 runtime
                                        wrapper header is used)
   rocm/lib/libamdhip64.so*             the HIP runtime, linked dynamically
-  bin/clang, bin/clang-offload-bundler, bin/llvm-objcopy
+  bin/clang, bin/clang-offload-bundler, bin/llvm-nm, bin/llvm-objcopy
                                        scripts that exec the tools by their
                                        absolute path (see below)
 
@@ -44,7 +44,7 @@ Repository environment:
 
 Targets: bin/clang, :toolkit (every file the HIP compiler reads), :amdhip64
 (the HIP runtime, linked dynamically), bin/clang-offload-bundler and
-bin/llvm-objcopy (for the code-object test), :runtime_env (where tests find
+bin/llvm-nm, bin/llvm-objcopy (for the code-object test), :runtime_env (where tests find
 libamdhip64: nothing for the image, whose system library path has
 libamdhip64.so.6; <ROCM_PATH>/lib for ROCM_PATH). //toolchains/rocm:hip is
 the toolchain made of them.
@@ -101,7 +101,7 @@ def _rocm_repository_impl(rctx):
         # libamdhip64.so.6 is on the image's default library path.
         test_env = {}
 
-    for tool in ["clang", "clang-offload-bundler", "llvm-objcopy"]:
+    for tool in ["clang", "clang-offload-bundler", "llvm-nm", "llvm-objcopy"]:
         if not rctx.path(llvm_bin + "/" + tool).exists:
             fail("stableops: expected {}/{} (the HIP clang toolchain), found nothing".format(llvm_bin, tool))
         rctx.file("bin/" + tool, "#!/bin/sh\nexec {}/{} \"$@\"\n".format(llvm_bin, tool), executable = True)

@@ -10,6 +10,7 @@ package(default_visibility = ["//visibility:public"])
 exports_files([
     "bin/clang",
     "bin/clang-offload-bundler",
+    "bin/llvm-nm",
     "bin/llvm-objcopy",
 ])
 
