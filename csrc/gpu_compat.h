@@ -220,6 +220,23 @@ namespace stableops {
 // tensor's dtype with to_gpu_float.
 enum class GpuFloat { kFloat32, kFloat16, kBFloat16 };
 
+// Calls f(T{}) with T the element type `dtype` names (float, stableops_half,
+// stableops_bf16): the one dtype switch of every dispatch function.
+template <class F>
+void with_gpu_float(GpuFloat dtype, F&& f) {
+  switch (dtype) {
+    case GpuFloat::kFloat32:
+      f(float{});
+      return;
+    case GpuFloat::kFloat16:
+      f(stableops_half{});
+      return;
+    case GpuFloat::kBFloat16:
+      f(stableops_bf16{});
+      return;
+  }
+}
+
 #if !STABLEOPS_DEVICE_PASS
 // None for any other dtype (the caller raises, naming it).
 inline std::optional<GpuFloat> to_gpu_float(torch::headeronly::ScalarType t) {

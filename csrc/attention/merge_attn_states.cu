@@ -289,17 +289,9 @@ void launch_for_output(const MergeParams& params, bool fp8_output, fp8::Format f
 // compile it (and instantiate the kernels) instead of dropping it as unused.
 void launch_for_dtype(const MergeParams& params, GpuFloat dtype, bool fp8_output,
                       fp8::Format fp8_format, int32_t device, cudaStream_t stream) {
-  switch (dtype) {
-    case GpuFloat::kFloat32:
-      launch_for_output<float>(params, fp8_output, fp8_format, device, stream);
-      break;
-    case GpuFloat::kFloat16:
-      launch_for_output<stableops_half>(params, fp8_output, fp8_format, device, stream);
-      break;
-    case GpuFloat::kBFloat16:
-      launch_for_output<stableops_bf16>(params, fp8_output, fp8_format, device, stream);
-      break;
-  }
+  with_gpu_float(dtype, [&](auto t) {
+    launch_for_output<decltype(t)>(params, fp8_output, fp8_format, device, stream);
+  });
 }
 
 }  // namespace merge_gpu

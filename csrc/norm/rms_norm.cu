@@ -463,17 +463,9 @@ void launch_dtype(
 // instantiate the kernels) instead of dropping it as unused.
 void launch_for(const NormParams& p, uint32_t hidden, GpuFloat dtype, bool fused, bool weighted,
                 bool vec, cudaStream_t stream) {
-  switch (dtype) {
-    case GpuFloat::kFloat32:
-      launch_dtype<float>(p, hidden, fused, weighted, vec, stream);
-      break;
-    case GpuFloat::kFloat16:
-      launch_dtype<stableops_half>(p, hidden, fused, weighted, vec, stream);
-      break;
-    case GpuFloat::kBFloat16:
-      launch_dtype<stableops_bf16>(p, hidden, fused, weighted, vec, stream);
-      break;
-  }
+  with_gpu_float(dtype, [&](auto t) {
+    launch_dtype<decltype(t)>(p, hidden, fused, weighted, vec, stream);
+  });
 }
 
 }  // namespace rms_norm_gpu

@@ -350,17 +350,9 @@ void dispatch_cache(const RotaryGpuParams& p, int64_t num_tokens, bool is_neox, 
 // compile it (and instantiate the kernels) instead of dropping it as unused.
 void dispatch(const RotaryGpuParams& p, int64_t num_tokens, GpuFloat dtype,
               bool cache_is_f32, bool is_neox, bool vec, cudaStream_t stream) {
-  switch (dtype) {
-    case GpuFloat::kFloat32:
-      dispatch_cache<float>(p, num_tokens, is_neox, vec, cache_is_f32, stream);
-      break;
-    case GpuFloat::kFloat16:
-      dispatch_cache<stableops_half>(p, num_tokens, is_neox, vec, cache_is_f32, stream);
-      break;
-    case GpuFloat::kBFloat16:
-      dispatch_cache<stableops_bf16>(p, num_tokens, is_neox, vec, cache_is_f32, stream);
-      break;
-  }
+  with_gpu_float(dtype, [&](auto t) {
+    dispatch_cache<decltype(t)>(p, num_tokens, is_neox, vec, cache_is_f32, stream);
+  });
 }
 
 }  // namespace rotary_gpu
