@@ -35,26 +35,31 @@
 //     no host synchronisation: CUDA-graph capturable.
 #include <cstdint>
 
+#include <torch/headeronly/util/Exception.h>
+
+#include "csrc/activation/activation_functors.h"
+#include "csrc/core/gpu_vec.h"
+#include "csrc/core/launch_shape.h"
+#include "csrc/gpu_compat.h"
+
+// The torch side is host code only: the device passes skip its headers
+// (gpu_compat.h, STABLEOPS_DEVICE_PASS).
+#if !STABLEOPS_DEVICE_PASS
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/DeviceType.h>
 #include <torch/headeronly/core/ScalarType.h>
-#include <torch/headeronly/util/Exception.h>
 
 #include "csrc/activation/activation_check.h"
-#include "csrc/activation/activation_functors.h"
 #include "csrc/core/check.h"
-#include "csrc/core/gpu_vec.h"
-#include "csrc/core/launch_shape.h"
-#include "csrc/gpu_compat.h"
 #include "csrc/ops.h"
+#endif
 
 namespace stableops {
-namespace {
+namespace activation_gpu {
 
 using namespace activation;
 using gpu::Pack;
-using torch::stable::Tensor;
 
 // The op math on the GPU: gpu_compat.h's fast forms of known accuracy (the
 // accurate expf and IEEE division made the ops compute-bound on H200):
@@ -311,14 +316,21 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+// The validated shape (ActivationDims' numbers, without torch).
+struct ActShape {
+  int64_t rows;
+  int64_t d;
+  int64_t in_stride;
+  int64_t out_stride;
+};
+
 template <typename T, class Op>
-void launch(const Op& op, const ActivationDims& dims, const Tensor& out,
-            const Tensor& input, cudaStream_t stream) {
+void launch(const Op& op, const ActShape& dims, const void* in, void* out, cudaStream_t stream) {
   constexpr int64_t kPack = Pack<T>::kElems;
   constexpr int64_t U = packs_per_thread<Op>();
   ActParams p;
-  p.in = input.const_data_ptr();
-  p.out = out.mutable_data_ptr();
+  p.in = in;
+  p.out = out;
   p.rows = dims.rows;
   p.d = dims.d;
   p.in_stride = dims.in_stride;
@@ -368,32 +380,56 @@ void launch(const Op& op, const ActivationDims& dims, const Tensor& out,
   }
 }
 
+// Every kernel instantiation is reached from launch_op's explicit
+// instantiations below, in every compiler pass (the host entry points, which
+// the device passes skip, are their only callers).
+template <template <class> class OpT>
+void launch_op(const Scalars& scalars, const ActShape& dims, const void* in, void* out,
+               GpuFloat dtype, cudaStream_t stream) {
+  using Op = OpT<GpuMath>;
+  const Op op(scalars);
+  with_gpu_float(dtype, [&](auto t) { launch<decltype(t)>(op, dims, in, out, stream); });
+}
+
+#define STABLEOPS_ACTIVATION_LAUNCH(OpT)                                              \
+  template void launch_op<OpT>(const Scalars&, const ActShape&, const void*, void*, \
+                               GpuFloat, cudaStream_t)
+STABLEOPS_ACTIVATION_LAUNCH(SiluAndMul);
+STABLEOPS_ACTIVATION_LAUNCH(MulAndSilu);
+STABLEOPS_ACTIVATION_LAUNCH(SiluAndMulWithClamp);
+STABLEOPS_ACTIVATION_LAUNCH(GeluAndMul);
+STABLEOPS_ACTIVATION_LAUNCH(GeluTanhAndMul);
+STABLEOPS_ACTIVATION_LAUNCH(FatreluAndMul);
+STABLEOPS_ACTIVATION_LAUNCH(SwigluoaiAndMul);
+STABLEOPS_ACTIVATION_LAUNCH(GeluNew);
+STABLEOPS_ACTIVATION_LAUNCH(GeluFast);
+STABLEOPS_ACTIVATION_LAUNCH(GeluQuick);
+#undef STABLEOPS_ACTIVATION_LAUNCH
+
+}  // namespace activation_gpu
+
+#if !STABLEOPS_DEVICE_PASS
+using namespace activation_gpu;  // NOLINT: this file's own kernels
+using torch::stable::Tensor;
+
+namespace {
+
 template <template <class> class OpT>
 void activation_cuda(Tensor& out, const Tensor& input, const Scalars& scalars) {
   using Op = OpT<GpuMath>;
   const ActivationDims dims = check_activation(
       Op::kInfo, scalars, out, input, torch::headeronly::DeviceType::CUDA);
   if (dims.rows == 0 || dims.d == 0) return;
-  const Op op(scalars);
+  const std::optional<GpuFloat> dtype = to_gpu_float(out.scalar_type());
+  STD_TORCH_CHECK(dtype.has_value(), Op::kInfo.name, ": unsupported dtype ",
+                  scalar_type_name(out.scalar_type()));
 
   const int32_t device_index = out.get_device_index();
   const torch::stable::accelerator::DeviceGuard device_guard(device_index);
   const cudaStream_t stream =
       static_cast<cudaStream_t>(current_gpu_stream(device_index));
-  switch (out.scalar_type()) {
-    case torch::headeronly::ScalarType::Float:
-      launch<float>(op, dims, out, input, stream);
-      break;
-    case torch::headeronly::ScalarType::Half:
-      launch<stableops_half>(op, dims, out, input, stream);
-      break;
-    case torch::headeronly::ScalarType::BFloat16:
-      launch<stableops_bf16>(op, dims, out, input, stream);
-      break;
-    default:
-      STD_TORCH_CHECK(false, Op::kInfo.name, ": unsupported dtype ",
-                      scalar_type_name(out.scalar_type()));
-  }
+  const ActShape shape{dims.rows, dims.d, dims.in_stride, dims.out_stride};
+  launch_op<OpT>(scalars, shape, input.const_data_ptr(), out.mutable_data_ptr(), *dtype, stream);
 }
 
 }  // namespace
@@ -441,5 +477,7 @@ void gelu_fast_cuda(Tensor& out, const Tensor& input) {
 void gelu_quick_cuda(Tensor& out, const Tensor& input) {
   activation_cuda<GeluQuick>(out, input, {});
 }
+
+#endif  // !STABLEOPS_DEVICE_PASS
 
 }  // namespace stableops

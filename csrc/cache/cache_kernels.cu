@@ -33,23 +33,26 @@
 #include <cstring>
 #include <string>
 
-#include <torch/csrc/stable/accelerator.h>
-#include <torch/csrc/stable/tensor.h>
-#include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/Exception.h>
 
-#include "csrc/cache/cache_check.h"
-#include "csrc/core/check.h"
 #include "csrc/core/fp8.h"
 #include "csrc/core/scale_div.h"
 #include "csrc/gpu_compat.h"
+
+// The torch side is host code only: the device passes skip its headers
+// (gpu_compat.h, STABLEOPS_DEVICE_PASS).
+#if !STABLEOPS_DEVICE_PASS
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
+
+#include "csrc/cache/cache_check.h"
+#include "csrc/core/check.h"
 #include "csrc/ops.h"
+#endif
 
 namespace stableops {
-namespace {
-
-using torch::headeronly::ScalarType;
-using torch::stable::Tensor;
+namespace cache_gpu {
 
 constexpr int kBlockThreads = 256;  // a multiple of 64 (CDNA wavefront)
 
@@ -261,21 +264,15 @@ __global__ void __launch_bounds__(kBlockThreads)
 // Largest power of two dividing every value OR-ed into `mask` (0: none).
 uint64_t lowbit(uint64_t mask) { return mask & (~mask + 1); }
 
-uint64_t addr_bits(const Tensor& t) {
-  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()));
-}
-
-// Byte stride of dim `d`, or 0 (no constraint) when the dim has one element.
-uint64_t stride_bits(const Tensor& t, int64_t d, int64_t elem) {
-  return t.size(d) > 1 ? static_cast<uint64_t>(t.stride(d) * elem) : 0;
-}
+// What the cache holds: the source's bytes, or FP8 of one of two formats.
+enum class CacheKind : uint8_t { kAuto, kFp8E4m3fn, kFp8E4m3fnuz };
 
 // Calls f(V{}) with the widest vector type that every source address
 // (in_mask) and cache address (out_mask) allows.
 template <class Fn>
-void dispatch_vec(const char* op, CacheMode mode, ScalarType dtype,
+void dispatch_vec(const char* op, CacheKind mode, GpuFloat dtype,
                   uint64_t in_mask, uint64_t out_mask, Fn&& f) {
-  if (mode == CacheMode::kAuto) {
+  if (mode == CacheKind::kAuto) {
     const uint64_t a = std::min<uint64_t>(16, lowbit(in_mask | out_mask));
     switch (a) {
       case 16: f(CopyVec<16>{}); return;
@@ -286,7 +283,7 @@ void dispatch_vec(const char* op, CacheMode mode, ScalarType dtype,
         STD_TORCH_CHECK(false, op, ": internal error: ", a, "-byte alignment");
     }
   }
-  const bool fn = mode == CacheMode::kFp8E4m3fn;
+  const bool fn = mode == CacheKind::kFp8E4m3fn;
   auto fp8 = [&](auto tag) {
     using T = decltype(tag);
     constexpr int kN = 16 / static_cast<int>(sizeof(T));
@@ -299,13 +296,7 @@ void dispatch_vec(const char* op, CacheMode mode, ScalarType dtype,
       else f(Fp8Vec<T, fp8::Format::kE4M3FNUZ, 1>{});
     }
   };
-  switch (dtype) {
-    case ScalarType::Float: fp8(float{}); return;
-    case ScalarType::Half: fp8(stableops_half{}); return;
-    case ScalarType::BFloat16: fp8(stableops_bf16{}); return;
-    default:
-      STD_TORCH_CHECK(false, op, ": unsupported dtype ", scalar_type_name(dtype));
-  }
+  with_gpu_float(dtype, fp8);
 }
 
 // Blocks for `threads` threads; the kernels index threads with 32 bits.
@@ -316,8 +307,81 @@ dim3 grid_for(const char* op, uint64_t threads) {
   return dim3(static_cast<uint32_t>((threads + kBlockThreads - 1) / kBlockThreads));
 }
 
+// The launches. Every kernel instantiation is reached from these two, in
+// every compiler pass. Their only callers are the host entry points below,
+// which the device passes skip; a named namespace gives them external
+// linkage, so those passes still compile them (and instantiate the
+// kernels) instead of dropping them as unused.
+void launch_flash(FlashParams p, CacheKind mode, GpuFloat dtype, uint64_t in_mask,
+                  uint64_t out_mask, int64_t head_bytes, int64_t num_heads, int64_t num_tokens,
+                  cudaStream_t stream) {
+  constexpr const char* kOp = "reshape_and_cache_flash";
+  dispatch_vec(kOp, mode, dtype, in_mask, out_mask, [&](auto vec) {
+    using V = decltype(vec);
+    const int64_t vecs_per_head = head_bytes / V::kInBytes;
+    const uint64_t per_token = static_cast<uint64_t>(num_heads * vecs_per_head);
+    const dim3 grid = grid_for(kOp, per_token * static_cast<uint64_t>(num_tokens));
+    p.vecs_per_head = static_cast<uint32_t>(vecs_per_head);
+    p.vecs_per_token = static_cast<uint32_t>(per_token);
+    STABLEOPS_GPU_CHECK(gpu_launch(
+        reshape_and_cache_flash_kernel<V>,
+        grid, kBlockThreads, 0, stream, p));
+  });
+}
+
+void launch_mla(MlaParams p, CacheKind mode, GpuFloat dtype, uint64_t in_mask,
+                uint64_t out_mask, int64_t kv_c_bytes, int64_t width_bytes, int64_t num_tokens,
+                cudaStream_t stream) {
+  constexpr const char* kOp = "concat_and_cache_mla";
+  dispatch_vec(kOp, mode, dtype, in_mask, out_mask, [&](auto vec) {
+    using V = decltype(vec);
+    p.vecs_c = static_cast<uint32_t>(kv_c_bytes / V::kInBytes);
+    p.vecs_total = static_cast<uint32_t>(width_bytes / V::kInBytes);
+    p.threads_per_token = (p.vecs_total + 1) / 2;
+    const dim3 grid = grid_for(
+        kOp, static_cast<uint64_t>(p.threads_per_token) * static_cast<uint64_t>(num_tokens));
+    STABLEOPS_GPU_CHECK(gpu_launch(
+        concat_and_cache_mla_kernel<V>,
+        grid, kBlockThreads, 0, stream, p));
+  });
+}
+
+}  // namespace cache_gpu
+
+#if !STABLEOPS_DEVICE_PASS
+using namespace cache_gpu;  // NOLINT: this file's own kernels
+using torch::headeronly::ScalarType;
+using torch::stable::Tensor;
+
+namespace {
+
+uint64_t addr_bits(const Tensor& t) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()));
+}
+
+// Byte stride of dim `d`, or 0 (no constraint) when the dim has one element.
+uint64_t stride_bits(const Tensor& t, int64_t d, int64_t elem) {
+  return t.size(d) > 1 ? static_cast<uint64_t>(t.stride(d) * elem) : 0;
+}
+
 cudaStream_t stream_of(const Tensor& t) {
   return static_cast<cudaStream_t>(current_gpu_stream(t.get_device_index()));
+}
+
+CacheKind kind_of(CacheMode mode) {
+  switch (mode) {
+    case CacheMode::kAuto: return CacheKind::kAuto;
+    case CacheMode::kFp8E4m3fn: return CacheKind::kFp8E4m3fn;
+    case CacheMode::kFp8E4m3fnuz: return CacheKind::kFp8E4m3fnuz;
+  }
+  return CacheKind::kAuto;  // unreachable: every mode is listed
+}
+
+// The dtype of the source rows; raises naming any other.
+GpuFloat float_of(const char* op, const Tensor& t) {
+  const std::optional<GpuFloat> dtype = to_gpu_float(t.scalar_type());
+  STD_TORCH_CHECK(dtype.has_value(), op, ": unsupported dtype ", scalar_type_name(t.scalar_type()));
+  return *dtype;
 }
 
 }  // namespace
@@ -370,17 +434,8 @@ void reshape_and_cache_flash_cuda(const Tensor& key, const Tensor& value,
 
   const torch::stable::accelerator::DeviceGuard guard(key.get_device_index());
   const cudaStream_t stream = stream_of(key);
-  dispatch_vec(kOp, dims.mode, key.scalar_type(), in_mask, out_mask, [&](auto vec) {
-    using V = decltype(vec);
-    const int64_t vecs_per_head = dims.head_size * se / V::kInBytes;
-    const uint64_t per_token = static_cast<uint64_t>(dims.num_heads * vecs_per_head);
-    const dim3 grid = grid_for(kOp, per_token * static_cast<uint64_t>(dims.num_tokens));
-    p.vecs_per_head = static_cast<uint32_t>(vecs_per_head);
-    p.vecs_per_token = static_cast<uint32_t>(per_token);
-    STABLEOPS_GPU_CHECK(gpu_launch(
-        reshape_and_cache_flash_kernel<V>,
-        grid, kBlockThreads, 0, stream, p));
-  });
+  launch_flash(p, kind_of(dims.mode), float_of(kOp, key), in_mask, out_mask, dims.head_size * se,
+               dims.num_heads, dims.num_tokens, stream);
 }
 
 void concat_and_cache_mla_cuda(const Tensor& kv_c, const Tensor& k_pe,
@@ -423,17 +478,9 @@ void concat_and_cache_mla_cuda(const Tensor& kv_c, const Tensor& k_pe,
 
   const torch::stable::accelerator::DeviceGuard guard(kv_c.get_device_index());
   const cudaStream_t stream = stream_of(kv_c);
-  dispatch_vec(kOp, dims.mode, kv_c.scalar_type(), in_mask, out_mask, [&](auto vec) {
-    using V = decltype(vec);
-    p.vecs_c = static_cast<uint32_t>(dims.kv_lora_rank * se / V::kInBytes);
-    p.vecs_total = static_cast<uint32_t>(width * se / V::kInBytes);
-    p.threads_per_token = (p.vecs_total + 1) / 2;
-    const dim3 grid = grid_for(
-        kOp, static_cast<uint64_t>(p.threads_per_token) * static_cast<uint64_t>(dims.num_tokens));
-    STABLEOPS_GPU_CHECK(gpu_launch(
-        concat_and_cache_mla_kernel<V>,
-        grid, kBlockThreads, 0, stream, p));
-  });
+  launch_mla(p, kind_of(dims.mode), float_of(kOp, kv_c), in_mask, out_mask,
+             dims.kv_lora_rank * se, width * se, dims.num_tokens, stream);
 }
+#endif  // !STABLEOPS_DEVICE_PASS
 
 }  // namespace stableops
