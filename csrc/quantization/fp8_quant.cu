@@ -28,41 +28,47 @@
 // (torch.amax semantics). Every launch goes on the current stream under a
 // DeviceGuard; no allocation, no host synchronisation: CUDA-graph capturable.
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <optional>
 #include <type_traits>
+
+#include <torch/headeronly/util/Exception.h>
+
+#include "csrc/core/fp8.h"
+#include "csrc/gpu_compat.h"
+#include "csrc/quantization/quant_gpu.h"
+
+// The torch side is host code only: the device passes skip its headers
+// (gpu_compat.h, STABLEOPS_DEVICE_PASS).
+#if !STABLEOPS_DEVICE_PASS
+#include <optional>
 #include <vector>
 
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/DeviceType.h>
-#include <torch/headeronly/util/Exception.h>
 
 #include "csrc/core/check.h"
-#include "csrc/core/fp8.h"
-#include "csrc/gpu_compat.h"
 #include "csrc/ops.h"
 #include "csrc/quantization/quant_check.h"
-#include "csrc/quantization/quant_gpu.h"
+#endif
 
 namespace stableops {
-namespace {
+namespace fp8_quant_gpu {
 
 using namespace quant_gpu;  // NOLINT(build/namespaces): this file's toolkit
 using fp8::Format;
-using torch::headeronly::DeviceType;
 
-// Largest input the one-block path of dynamic_scaled_fp8_quant takes.
-constexpr int64_t kSingleBlockElems = 32768;
-
-// Calls f(std::integral_constant<Format, F>{}) for the result's format F.
+// Calls f(T{}, std::integral_constant<Format, F>{}) for the input's element
+// type T and the result's format F: every instantiation of this file's
+// kernels is reached from here, in every compiler pass.
 template <class Fn>
-void dispatch_format(Format format, Fn&& f) {
-  if (format == Format::kE4M3FN) {
-    f(std::integral_constant<Format, Format::kE4M3FN>{});
-  } else {
-    f(std::integral_constant<Format, Format::kE4M3FNUZ>{});
-  }
+void dispatch(GpuFloat input, Format format, Fn&& f) {
+  with_gpu_float(input, [&](auto t) {
+    if (format == Format::kE4M3FN) {
+      f(t, std::integral_constant<Format, Format::kE4M3FN>{});
+    } else {
+      f(t, std::integral_constant<Format, Format::kE4M3FNUZ>{});
+    }
+  });
 }
 
 __global__ void zero_word_kernel(uint32_t* p) {
@@ -95,6 +101,72 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, 4)
   }
 }
 
+// scale[0] = 0, the amax pass (one wave of blocks: the kernel's registers,
+// not an assumed 8 blocks per multiprocessor, decide how many), then the
+// quantise pass over q.
+template <typename T, Format F>
+void launch_tensor_scale(const DynParams& a, dim3 block, int64_t row_blocks, RowsParams q,
+                         bool vec, int32_t device, cudaStream_t stream, const char* op) {
+  static ResidentGrid resident[2];  // [scalar, vector] of this T and F
+  const int max_blocks =
+      vec ? resident[1].blocks(absmax_scale_kernel<T, kVec, F>, kBlockThreads, device)
+          : resident[0].blocks(absmax_scale_kernel<T, 1, F>, kBlockThreads, device);
+  const dim3 grid(static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(row_blocks, max_blocks))));
+  STABLEOPS_GPU_CHECK(gpu_launch(
+      zero_word_kernel, 1, 1, 0, stream, reinterpret_cast<uint32_t*>(a.scale)));
+  if (vec) {
+    STABLEOPS_GPU_CHECK(gpu_launch(absmax_scale_kernel<T, kVec, F>, grid, block, 0, stream, a));
+  } else {
+    STABLEOPS_GPU_CHECK(gpu_launch(absmax_scale_kernel<T, 1, F>, grid, block, 0, stream, a));
+  }
+  launch_rows<T, Fp8Q<F>>(q, vec, stream, op);
+}
+
+// The launches of each op, from plain parameters (the Tensor entry points
+// below fill them in).
+void launch_static(const RowsParams& p, bool vec, GpuFloat input, Format format,
+                   cudaStream_t stream, const char* op) {
+  dispatch(input, format, [&](auto t, auto fmt) {
+    launch_rows<decltype(t), Fp8Q<decltype(fmt)::value>>(p, vec, stream, op);
+  });
+}
+
+void launch_per_row(const DynParams& p, int64_t hidden, bool vec, GpuFloat input,
+                    Format format, cudaStream_t stream, const char* op) {
+  dispatch(input, format, [&](auto t, auto fmt) {
+    launch_dynamic<decltype(t), Fp8DynMode<decltype(fmt)::value>>(p, hidden, vec, stream, op);
+  });
+}
+
+void launch_per_tensor(const DynParams& a, dim3 block, int64_t row_blocks, const RowsParams& q,
+                       bool vec, GpuFloat input, Format format, int32_t device,
+                       cudaStream_t stream, const char* op) {
+  dispatch(input, format, [&](auto t, auto fmt) {
+    launch_tensor_scale<decltype(t), decltype(fmt)::value>(a, block, row_blocks, q, vec, device,
+                                                           stream, op);
+  });
+}
+
+}  // namespace fp8_quant_gpu
+
+#if !STABLEOPS_DEVICE_PASS
+using namespace fp8_quant_gpu;  // NOLINT(build/namespaces): this file's kernels
+using torch::headeronly::DeviceType;
+
+namespace {
+
+// Largest input the one-block path of dynamic_scaled_fp8_quant takes.
+constexpr int64_t kSingleBlockElems = 32768;
+
+// The GPU element type of the (validated) input.
+GpuFloat input_type(const torch::stable::Tensor& input, const char* op) {
+  const std::optional<GpuFloat> t = to_gpu_float(input.scalar_type());
+  STD_TORCH_CHECK(t.has_value(), op, ": unreachable input dtype ",
+                  scalar_type_name(input.scalar_type()));
+  return *t;
+}
+
 }  // namespace
 
 void static_scaled_fp8_quant_cuda(
@@ -117,12 +189,7 @@ void static_scaled_fp8_quant_cuda(
   const bool vec = vector_rows(plan.rows, input, result);
 
   const GpuLaunchContext ctx(result);
-  dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    dispatch_format(plan.format, [&](auto fmt) {
-      launch_rows<T, Fp8Q<decltype(fmt)::value>>(p, vec, ctx.stream, kOp);
-    });
-  });
+  launch_static(p, vec, input_type(input, kOp), plan.format, ctx.stream, kOp);
 }
 
 void dynamic_scaled_fp8_quant_cuda(
@@ -134,13 +201,13 @@ void dynamic_scaled_fp8_quant_cuda(
       check_dynamic_scaled_fp8_quant(result, input, scale, DeviceType::CUDA);
   const QuantRows& rows = plan.rows;
   check_hidden_fits(kOp, rows.hidden);
+  const GpuFloat in_type = input_type(input, kOp);
   float* scale_ptr = static_cast<float*>(scale.mutable_data_ptr());
   const int64_t numel = rows.num_rows * rows.hidden;
   const bool dense = rows.num_rows <= 1 ||
       (rows.in_row_stride == rows.hidden && rows.out_row_stride == rows.hidden);
 
   const GpuLaunchContext ctx(result);
-  const cudaStream_t stream = ctx.stream;
 
   if (dense && numel <= kSingleBlockElems) {
     // The whole tensor as one row (zero elements included: scale = 1 /
@@ -148,18 +215,10 @@ void dynamic_scaled_fp8_quant_cuda(
     const QuantRows one{1, numel, numel, numel};
     const DynParams p = dyn_params(one, input, result, scale_ptr, 0);
     const bool vec = numel > 0 && vector_rows(one, input, result);
-    dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      dispatch_format(plan.format, [&](auto fmt) {
-        launch_dynamic<T, Fp8DynMode<decltype(fmt)::value>>(p, numel, vec, stream, kOp);
-      });
-    });
+    launch_per_row(p, numel, vec, in_type, plan.format, ctx.stream, kOp);
     return;
   }
 
-  STABLEOPS_GPU_CHECK(gpu_launch(
-      zero_word_kernel,
-      1, 1, 0, stream, reinterpret_cast<uint32_t*>(scale_ptr)));
   const bool vec = vector_rows(rows, input, result);
   DynParams a = dyn_params(rows, input, result, scale_ptr, 0);
   a.units = static_cast<int32_t>(vec ? rows.hidden / kVec : rows.hidden);
@@ -167,26 +226,8 @@ void dynamic_scaled_fp8_quant_cuda(
   const int64_t row_blocks = (rows.num_rows + block.y - 1) / block.y;
   RowsParams q = rows_params(rows, input, result, scale_ptr);
   q.reverse = true;  // the amax pass read the last rows last
-  dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    dispatch_format(plan.format, [&](auto fmt) {
-      constexpr Format F = decltype(fmt)::value;
-      // One wave of blocks (ResidentGrid): the kernel's registers, not an
-      // assumed 8 blocks per multiprocessor, decide how many.
-      static ResidentGrid resident[2];  // [scalar, vector] of this T and F
-      const int max_blocks =
-          vec ? resident[1].blocks(absmax_scale_kernel<T, kVec, F>, kBlockThreads, ctx.device)
-              : resident[0].blocks(absmax_scale_kernel<T, 1, F>, kBlockThreads, ctx.device);
-      const dim3 grid(static_cast<unsigned>(
-          std::max<int64_t>(1, std::min<int64_t>(row_blocks, max_blocks))));
-      if (vec) {
-        STABLEOPS_GPU_CHECK(gpu_launch(absmax_scale_kernel<T, kVec, F>, grid, block, 0, stream, a));
-      } else {
-        STABLEOPS_GPU_CHECK(gpu_launch(absmax_scale_kernel<T, 1, F>, grid, block, 0, stream, a));
-      }
-      launch_rows<T, Fp8Q<F>>(q, vec, stream, kOp);
-    });
-  });
+  launch_per_tensor(a, block, row_blocks, q, vec, in_type, plan.format, ctx.device, ctx.stream,
+                    kOp);
 }
 
 void dynamic_per_token_scaled_fp8_quant_cuda(
@@ -208,13 +249,9 @@ void dynamic_per_token_scaled_fp8_quant_cuda(
   const bool vec = vector_rows(plan.rows, input, result);
 
   const GpuLaunchContext ctx(result);
-  dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    dispatch_format(plan.format, [&](auto fmt) {
-      launch_dynamic<T, Fp8DynMode<decltype(fmt)::value>>(
-          p, plan.rows.hidden, vec, ctx.stream, kOp);
-    });
-  });
+  launch_per_row(p, plan.rows.hidden, vec, input_type(input, kOp), plan.format, ctx.stream, kOp);
 }
+
+#endif  // !STABLEOPS_DEVICE_PASS
 
 }  // namespace stableops

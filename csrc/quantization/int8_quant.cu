@@ -14,20 +14,72 @@
 // launch goes on the current stream under a DeviceGuard; no allocation, no
 // host synchronisation: CUDA-graph capturable.
 #include <cstdint>
+
+#include "csrc/gpu_compat.h"
+#include "csrc/quantization/quant_gpu.h"
+
+// The torch side is host code only: the device passes skip its headers
+// (gpu_compat.h, STABLEOPS_DEVICE_PASS).
+#if !STABLEOPS_DEVICE_PASS
 #include <optional>
 
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/DeviceType.h>
+#include <torch/headeronly/util/Exception.h>
 
 #include "csrc/core/check.h"
-#include "csrc/gpu_compat.h"
 #include "csrc/ops.h"
 #include "csrc/quantization/quant_check.h"
-#include "csrc/quantization/quant_gpu.h"
+#endif
 
 namespace stableops {
+namespace int8_quant_gpu {
 
+using namespace quant_gpu;  // NOLINT(build/namespaces): this file's toolkit
+
+// The launches of each op, from plain parameters (the Tensor entry points
+// below fill them in): every instantiation of the INT8 kernels is reached
+// from here, in every compiler pass.
+void launch_static(const RowsParams& p, bool vec, GpuFloat input, cudaStream_t stream,
+                   const char* op) {
+  with_gpu_float(input, [&](auto t) {
+    using T = decltype(t);
+    if (p.azp != nullptr) {
+      launch_rows<T, Int8Q<true>>(p, vec, stream, op);
+    } else {
+      launch_rows<T, Int8Q<false>>(p, vec, stream, op);
+    }
+  });
+}
+
+void launch_per_row(const DynParams& p, int64_t hidden, bool vec, GpuFloat input,
+                    cudaStream_t stream, const char* op) {
+  with_gpu_float(input, [&](auto t) {
+    using T = decltype(t);
+    if (p.azp != nullptr) {
+      launch_dynamic<T, Int8AsymMode>(p, hidden, vec, stream, op);
+    } else {
+      launch_dynamic<T, Int8SymMode>(p, hidden, vec, stream, op);
+    }
+  });
+}
+
+}  // namespace int8_quant_gpu
+
+#if !STABLEOPS_DEVICE_PASS
 using torch::headeronly::DeviceType;
+
+namespace {
+
+// The GPU element type of the (validated) input.
+GpuFloat input_type(const torch::stable::Tensor& input, const char* op) {
+  const std::optional<GpuFloat> t = to_gpu_float(input.scalar_type());
+  STD_TORCH_CHECK(t.has_value(), op, ": unreachable input dtype ",
+                  scalar_type_name(input.scalar_type()));
+  return *t;
+}
+
+}  // namespace
 
 void static_scaled_int8_quant_cuda(
     torch::stable::Tensor& result,
@@ -47,14 +99,7 @@ void static_scaled_int8_quant_cuda(
   const bool vec = quant_gpu::vector_rows(rows, input, result);
 
   const quant_gpu::GpuLaunchContext ctx(result);
-  quant_gpu::dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (p.azp != nullptr) {
-      quant_gpu::launch_rows<T, quant_gpu::Int8Q<true>>(p, vec, ctx.stream, kOp);
-    } else {
-      quant_gpu::launch_rows<T, quant_gpu::Int8Q<false>>(p, vec, ctx.stream, kOp);
-    }
-  });
+  int8_quant_gpu::launch_static(p, vec, input_type(input, kOp), ctx.stream, kOp);
 }
 
 void dynamic_scaled_int8_quant_cuda(
@@ -77,14 +122,9 @@ void dynamic_scaled_int8_quant_cuda(
   const bool vec = quant_gpu::vector_rows(rows, input, result);
 
   const quant_gpu::GpuLaunchContext ctx(result);
-  quant_gpu::dispatch_input(input.scalar_type(), kOp, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (plan.has_azp) {
-      quant_gpu::launch_dynamic<T, quant_gpu::Int8AsymMode>(p, rows.hidden, vec, ctx.stream, kOp);
-    } else {
-      quant_gpu::launch_dynamic<T, quant_gpu::Int8SymMode>(p, rows.hidden, vec, ctx.stream, kOp);
-    }
-  });
+  int8_quant_gpu::launch_per_row(p, rows.hidden, vec, input_type(input, kOp), ctx.stream, kOp);
 }
+
+#endif  // !STABLEOPS_DEVICE_PASS
 
 }  // namespace stableops

@@ -30,18 +30,22 @@
 #include <cmath>
 #include <cstdint>
 
-#include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/Exception.h>
-
-#include <torch/csrc/stable/accelerator.h>
-#include <torch/csrc/stable/tensor.h>
 
 #include "csrc/core/fp8.h"
 #include "csrc/core/gpu_vec.h"
 #include "csrc/core/launch_shape.h"
 #include "csrc/core/scale_div.h"
 #include "csrc/gpu_compat.h"
+
+// The Tensor-taking helpers are host code only: the device passes skip
+// their headers (gpu_compat.h, STABLEOPS_DEVICE_PASS).
+#if !STABLEOPS_DEVICE_PASS
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/tensor.h>
+
 #include "csrc/quantization/quant_check.h"
+#endif
 
 namespace stableops {
 namespace quant_gpu {
@@ -269,7 +273,7 @@ struct MinMaxOp {
 };
 
 // ---------------------------------------------------------------------------
-// Host side: launch shape, path choice and dtype dispatch.
+// Host side: launch shape and path choice.
 // ---------------------------------------------------------------------------
 
 // [tx, ty]: tx the smallest power of two >= ceil(units / per_thread), at
@@ -300,29 +304,6 @@ inline bool vector_path(
       ((in_row_stride * in_elem_size) % 16 == 0 && out_row_stride % 8 == 0);
   return hidden % kVec == 0 && in_addr % 16 == 0 && out_addr % 8 == 0 &&
       rows_aligned;
-}
-
-template <typename T>
-struct Tag {
-  using type = T;
-};
-
-// Calls f(Tag<T>{}) with T the GPU element type of `dtype`.
-template <class Fn>
-void dispatch_input(torch::headeronly::ScalarType dtype, const char* op, Fn&& f) {
-  switch (dtype) {
-    case torch::headeronly::ScalarType::Float:
-      f(Tag<float>{});
-      break;
-    case torch::headeronly::ScalarType::Half:
-      f(Tag<stableops_half>{});
-      break;
-    case torch::headeronly::ScalarType::BFloat16:
-      f(Tag<stableops_bf16>{});
-      break;
-    default:
-      STD_TORCH_CHECK(false, op, ": unreachable input dtype");
-  }
 }
 
 // Largest grid (blocks) of a kernel; the x dimension allows 2^31 - 1.
@@ -638,6 +619,7 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, (dynamic_rows_min_blocks<
 // Host side: parameters, launch context, launchers.
 // ---------------------------------------------------------------------------
 
+#if !STABLEOPS_DEVICE_PASS
 // Whether the rows can use the vector path (see vector_path).
 inline bool vector_rows(
     const QuantRows& rows,
@@ -696,6 +678,7 @@ struct GpuLaunchContext {
   torch::stable::accelerator::DeviceGuard guard;
   cudaStream_t stream;
 };
+#endif  // !STABLEOPS_DEVICE_PASS
 
 // rows_kernel over p's rows (p.units set from the path); small tensors on
 // the vector path (one unit per thread in kSmallBlock-thread blocks needs at
