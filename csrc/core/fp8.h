@@ -31,7 +31,7 @@
 
 #include <cstring>
 
-// The dtype side (kDtype, format_of) is host code; a GPU device pass, which
+// The dtype side (format_of) is host code; a GPU device pass, which
 // has no torch headers (gpu_compat.h, STABLEOPS_DEVICE_PASS), skips it.
 #if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
 #define STABLEOPS_FP8_DTYPES 1
@@ -68,10 +68,6 @@ struct Traits<Format::kE4M3FN> {
   static constexpr uint32_t kBias = 7;
   static constexpr uint32_t kMinNormal = UINT32_C(121) << 23;  // 2^-6
   static constexpr uint32_t kDenormMagic = UINT32_C(141) << 23;  // 2^14
-#if STABLEOPS_FP8_DTYPES
-  static constexpr torch::headeronly::ScalarType kDtype =
-      torch::headeronly::ScalarType::Float8_e4m3fn;
-#endif
 };
 
 template <>
@@ -80,10 +76,6 @@ struct Traits<Format::kE4M3FNUZ> {
   static constexpr uint32_t kBias = 8;
   static constexpr uint32_t kMinNormal = UINT32_C(120) << 23;  // 2^-7
   static constexpr uint32_t kDenormMagic = UINT32_C(140) << 23;  // 2^13
-#if STABLEOPS_FP8_DTYPES
-  static constexpr torch::headeronly::ScalarType kDtype =
-      torch::headeronly::ScalarType::Float8_e4m3fnuz;
-#endif
 };
 
 #if STABLEOPS_FP8_DTYPES
