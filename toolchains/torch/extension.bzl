@@ -130,18 +130,23 @@ def _shim_symbols(rctx, libs):
 
     Args:
       rctx: the repository context.
-      libs: {library path: output file in the repository}.
+      libs: [(torch version, library path, output file in the repository)].
 
     Returns:
-      The output files written (those whose library exists).
+      {torch version: [the output files written]} (a file is written when its
+      library exists).
     """
     args = []
-    for lib, out in libs.items():
+    for _, lib, out in libs:
         args += [lib, str(rctx.path(out))]
     res = rctx.execute(["bash", "-c", _SHIM_SCRIPT, "shim_symbols"] + args, quiet = True)
     if res.return_code != 0:
         fail("stableops: expected `nm -D --defined-only` (binutils) to list torch's shim symbols for the ABI audit, but it failed (exit {}): {}".format(res.return_code, res.stderr.strip()))
-    return [out for lib, out in libs.items() if rctx.path(lib).exists]
+    written = {}
+    for version, lib, out in libs:
+        if rctx.path(lib).exists:
+            written.setdefault(version, []).append(out)
+    return written
 
 def _torch_repository_impl(rctx):
     target = rctx.attr.target_version
@@ -163,9 +168,7 @@ def _torch_repository_impl(rctx):
     found = _runtimes(rctx, python)
     runtimes = {}
     skipped = {}
-    symbol_files = {}
-    shim_libs = {}  # library -> its symbol file
-    shim_versions = {}  # symbol file -> torch version
+    shim_libs = []  # (torch version, library, its symbol file)
     for v, (py, tdir) in sorted(found.items()):
         if parse_version(v)[:2] < parse_version(target)[:2]:
             skipped[v] = "torch {} is older than the target version {}: the shared object does not promise to load there".format(v, target)
@@ -175,10 +178,8 @@ def _torch_repository_impl(rctx):
         # Every runtime's shim symbols, older ones too: the audit reports the
         # version that first has a symbol.
         for lib in ("libtorch_cpu", "libtorch_cuda"):
-            shim_libs["{}/lib/{}.so".format(tdir, lib)] = "shim_symbols/{}/{}.txt".format(v, lib)
-            shim_versions["shim_symbols/{}/{}.txt".format(v, lib)] = v
-    for path in _shim_symbols(rctx, shim_libs):
-        symbol_files.setdefault(shim_versions[path], []).append(path)
+            shim_libs.append((v, "{}/lib/{}.so".format(tdir, lib), "shim_symbols/{}/{}.txt".format(v, lib)))
+    symbol_files = _shim_symbols(rctx, shim_libs)
     if not runtimes:
         fail(("stableops: no torch runtime >= the target version {} to run tests under (found: {}); " +
               "add one to --repo_env=STABLEOPS_TORCH_RUNTIMES or lower the target.").format(target, ", ".join(found.keys())))
