@@ -19,6 +19,11 @@ Asserted:
   passes, so they cannot show such a kernel; the stubs come from the host
   pass.
 
+The ELF reading is done here rather than with the pinned pyelftools
+(test_auditwheel's dependency): pyelftools decodes st_other into visibility
+and PowerPC bits and drops bit 0x10, STO_CUDA_ENTRY, which is what marks a
+cubin's kernels, so half of the reading would stay hand-written anyway.
+
 Environment (set by tests/BUILD.bazel): STABLEOPS_SO, STABLEOPS_GPU_ARCHS.
 """
 
