@@ -217,7 +217,8 @@ namespace stableops {
 // The floating element types of the kernels, named without torch's headers
 // (a device pass has none): a .cu's dtype dispatch, which instantiates its
 // kernels in every pass, switches on this; its host entry point maps the
-// tensor's dtype with to_gpu_float.
+// tensor's dtype with to_gpu_float (stableops' own sources use the raising
+// gpu_float_of of csrc/core/gpu_float.h).
 enum class GpuFloat { kFloat32, kFloat16, kBFloat16 };
 
 // Calls f(T{}) with T the element type `dtype` names (float, stableops_half,

@@ -52,6 +52,7 @@
 
 #include "csrc/activation/activation_check.h"
 #include "csrc/core/check.h"
+#include "csrc/core/gpu_float.h"
 #include "csrc/ops.h"
 #endif
 
@@ -420,16 +421,14 @@ void activation_cuda(Tensor& out, const Tensor& input, const Scalars& scalars) {
   const ActivationDims dims = check_activation(
       Op::kInfo, scalars, out, input, torch::headeronly::DeviceType::CUDA);
   if (dims.rows == 0 || dims.d == 0) return;
-  const std::optional<GpuFloat> dtype = to_gpu_float(out.scalar_type());
-  STD_TORCH_CHECK(dtype.has_value(), Op::kInfo.name, ": unsupported dtype ",
-                  scalar_type_name(out.scalar_type()));
+  const GpuFloat dtype = gpu_float_of(Op::kInfo.name, out.scalar_type());
 
   const int32_t device_index = out.get_device_index();
   const torch::stable::accelerator::DeviceGuard device_guard(device_index);
   const cudaStream_t stream =
       static_cast<cudaStream_t>(current_gpu_stream(device_index));
   const ActShape shape{dims.rows, dims.d, dims.in_stride, dims.out_stride};
-  launch_op<OpT>(scalars, shape, input.const_data_ptr(), out.mutable_data_ptr(), *dtype, stream);
+  launch_op<OpT>(scalars, shape, input.const_data_ptr(), out.mutable_data_ptr(), dtype, stream);
 }
 
 }  // namespace

@@ -63,6 +63,7 @@
 
 #include "csrc/attention/merge_attn_states_check.h"
 #include "csrc/core/check.h"
+#include "csrc/core/gpu_float.h"
 #include "csrc/ops.h"
 #endif
 
@@ -365,10 +366,8 @@ void merge_attn_states_cuda(torch::stable::Tensor& output,
   const cudaStream_t stream =
       static_cast<cudaStream_t>(current_gpu_stream(device_index));
 
-  const std::optional<GpuFloat> dtype = to_gpu_float(prefix_output.scalar_type());
-  STD_TORCH_CHECK(dtype.has_value(), "merge_attn_states: unsupported dtype ",
-                  scalar_type_name(prefix_output.scalar_type()));
-  launch_for_dtype(params, *dtype, dims.fp8_output, dims.fp8_format, device_index, stream);
+  const GpuFloat dtype = gpu_float_of("merge_attn_states", prefix_output.scalar_type());
+  launch_for_dtype(params, dtype, dims.fp8_output, dims.fp8_format, device_index, stream);
 }
 #endif  // !STABLEOPS_DEVICE_PASS
 

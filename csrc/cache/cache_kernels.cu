@@ -48,6 +48,7 @@
 
 #include "csrc/cache/cache_check.h"
 #include "csrc/core/check.h"
+#include "csrc/core/gpu_float.h"
 #include "csrc/ops.h"
 #endif
 
@@ -377,13 +378,6 @@ CacheKind kind_of(CacheMode mode) {
   return CacheKind::kAuto;  // unreachable: every mode is listed
 }
 
-// The dtype of the source rows; raises naming any other.
-GpuFloat float_of(const char* op, const Tensor& t) {
-  const std::optional<GpuFloat> dtype = to_gpu_float(t.scalar_type());
-  STD_TORCH_CHECK(dtype.has_value(), op, ": unsupported dtype ", scalar_type_name(t.scalar_type()));
-  return *dtype;
-}
-
 }  // namespace
 
 void reshape_and_cache_flash_cuda(const Tensor& key, const Tensor& value,
@@ -434,7 +428,7 @@ void reshape_and_cache_flash_cuda(const Tensor& key, const Tensor& value,
 
   const torch::stable::accelerator::DeviceGuard guard(key.get_device_index());
   const cudaStream_t stream = stream_of(key);
-  launch_flash(p, kind_of(dims.mode), float_of(kOp, key), in_mask, out_mask, dims.head_size * se,
+  launch_flash(p, kind_of(dims.mode), gpu_float_of(kOp, key.scalar_type()), in_mask, out_mask, dims.head_size * se,
                dims.num_heads, dims.num_tokens, stream);
 }
 
@@ -478,7 +472,7 @@ void concat_and_cache_mla_cuda(const Tensor& kv_c, const Tensor& k_pe,
 
   const torch::stable::accelerator::DeviceGuard guard(kv_c.get_device_index());
   const cudaStream_t stream = stream_of(kv_c);
-  launch_mla(p, kind_of(dims.mode), float_of(kOp, kv_c), in_mask, out_mask,
+  launch_mla(p, kind_of(dims.mode), gpu_float_of(kOp, kv_c.scalar_type()), in_mask, out_mask,
              dims.kv_lora_rank * se, width * se, dims.num_tokens, stream);
 }
 #endif  // !STABLEOPS_DEVICE_PASS

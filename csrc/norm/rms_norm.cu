@@ -52,6 +52,7 @@
 #include <torch/headeronly/core/ScalarType.h>
 
 #include "csrc/core/check.h"
+#include "csrc/core/gpu_float.h"
 #include "csrc/norm/rms_norm_check.h"
 #include "csrc/ops.h"
 #endif
@@ -522,10 +523,7 @@ void run(const RmsNormProblem& problem) {
 
   const torch::stable::accelerator::DeviceGuard device_guard(problem.device_index);
   const cudaStream_t stream = static_cast<cudaStream_t>(current_gpu_stream(problem.device_index));
-  const std::optional<GpuFloat> dtype = to_gpu_float(problem.dtype);
-  STD_TORCH_CHECK(dtype.has_value(), problem.op, ": unsupported dtype ",
-                  scalar_type_name(problem.dtype));
-  launch_for(p, hidden, *dtype, problem.fused, problem.weighted, vec, stream);
+  launch_for(p, hidden, gpu_float_of(problem.op, problem.dtype), problem.fused, problem.weighted, vec, stream);
 }
 
 } // namespace

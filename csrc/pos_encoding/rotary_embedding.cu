@@ -52,6 +52,7 @@
 #include <torch/headeronly/core/ScalarType.h>
 
 #include "csrc/core/check.h"
+#include "csrc/core/gpu_float.h"
 #include "csrc/ops.h"
 #include "csrc/pos_encoding/rotary_embedding_check.h"
 #endif
@@ -446,10 +447,7 @@ void rotary_embedding_cuda(
   const cudaStream_t stream = static_cast<cudaStream_t>(current_gpu_stream(device_index));
   const bool cache_is_f32 = cos_sin_cache.scalar_type() == ScalarType::Float;
 
-  const std::optional<GpuFloat> dtype = to_gpu_float(query.scalar_type());
-  STD_TORCH_CHECK(dtype.has_value(), "rotary_embedding: unsupported dtype ",
-                  scalar_type_name(query.scalar_type()));
-  dispatch(p, dims.num_tokens, *dtype, cache_is_f32, is_neox, vec, stream);
+  dispatch(p, dims.num_tokens, gpu_float_of("rotary_embedding", query.scalar_type()), cache_is_f32, is_neox, vec, stream);
 }
 #endif  // !STABLEOPS_DEVICE_PASS
 

@@ -47,6 +47,7 @@
 #include <torch/headeronly/core/DeviceType.h>
 
 #include "csrc/core/check.h"
+#include "csrc/core/gpu_float.h"
 #include "csrc/ops.h"
 #include "csrc/quantization/quant_check.h"
 #endif
@@ -159,14 +160,6 @@ namespace {
 // Largest input the one-block path of dynamic_scaled_fp8_quant takes.
 constexpr int64_t kSingleBlockElems = 32768;
 
-// The GPU element type of the (validated) input.
-GpuFloat input_type(const torch::stable::Tensor& input, const char* op) {
-  const std::optional<GpuFloat> t = to_gpu_float(input.scalar_type());
-  STD_TORCH_CHECK(t.has_value(), op, ": unreachable input dtype ",
-                  scalar_type_name(input.scalar_type()));
-  return *t;
-}
-
 }  // namespace
 
 void static_scaled_fp8_quant_cuda(
@@ -189,7 +182,7 @@ void static_scaled_fp8_quant_cuda(
   const bool vec = vector_rows(plan.rows, input, result);
 
   const GpuLaunchContext ctx(result);
-  launch_static(p, vec, input_type(input, kOp), plan.format, ctx.stream, kOp);
+  launch_static(p, vec, gpu_float_of(kOp, input.scalar_type()), plan.format, ctx.stream, kOp);
 }
 
 void dynamic_scaled_fp8_quant_cuda(
@@ -201,7 +194,7 @@ void dynamic_scaled_fp8_quant_cuda(
       check_dynamic_scaled_fp8_quant(result, input, scale, DeviceType::CUDA);
   const QuantRows& rows = plan.rows;
   check_hidden_fits(kOp, rows.hidden);
-  const GpuFloat in_type = input_type(input, kOp);
+  const GpuFloat in_type = gpu_float_of(kOp, input.scalar_type());
   float* scale_ptr = static_cast<float*>(scale.mutable_data_ptr());
   const int64_t numel = rows.num_rows * rows.hidden;
   const bool dense = rows.num_rows <= 1 ||
@@ -249,7 +242,7 @@ void dynamic_per_token_scaled_fp8_quant_cuda(
   const bool vec = vector_rows(plan.rows, input, result);
 
   const GpuLaunchContext ctx(result);
-  launch_per_row(p, plan.rows.hidden, vec, input_type(input, kOp), plan.format, ctx.stream, kOp);
+  launch_per_row(p, plan.rows.hidden, vec, gpu_float_of(kOp, input.scalar_type()), plan.format, ctx.stream, kOp);
 }
 
 #endif  // !STABLEOPS_DEVICE_PASS

@@ -28,6 +28,7 @@
 #include <torch/headeronly/util/Exception.h>
 
 #include "csrc/core/check.h"
+#include "csrc/core/gpu_float.h"
 #include "csrc/ops.h"
 #include "csrc/quantization/quant_check.h"
 #endif
@@ -69,18 +70,6 @@ void launch_per_row(const DynParams& p, int64_t hidden, bool vec, GpuFloat input
 #if !STABLEOPS_DEVICE_PASS
 using torch::headeronly::DeviceType;
 
-namespace {
-
-// The GPU element type of the (validated) input.
-GpuFloat input_type(const torch::stable::Tensor& input, const char* op) {
-  const std::optional<GpuFloat> t = to_gpu_float(input.scalar_type());
-  STD_TORCH_CHECK(t.has_value(), op, ": unreachable input dtype ",
-                  scalar_type_name(input.scalar_type()));
-  return *t;
-}
-
-}  // namespace
-
 void static_scaled_int8_quant_cuda(
     torch::stable::Tensor& result,
     const torch::stable::Tensor& input,
@@ -99,7 +88,7 @@ void static_scaled_int8_quant_cuda(
   const bool vec = quant_gpu::vector_rows(rows, input, result);
 
   const quant_gpu::GpuLaunchContext ctx(result);
-  int8_quant_gpu::launch_static(p, vec, input_type(input, kOp), ctx.stream, kOp);
+  int8_quant_gpu::launch_static(p, vec, gpu_float_of(kOp, input.scalar_type()), ctx.stream, kOp);
 }
 
 void dynamic_scaled_int8_quant_cuda(
@@ -122,7 +111,7 @@ void dynamic_scaled_int8_quant_cuda(
   const bool vec = quant_gpu::vector_rows(rows, input, result);
 
   const quant_gpu::GpuLaunchContext ctx(result);
-  int8_quant_gpu::launch_per_row(p, rows.hidden, vec, input_type(input, kOp), ctx.stream, kOp);
+  int8_quant_gpu::launch_per_row(p, rows.hidden, vec, gpu_float_of(kOp, input.scalar_type()), ctx.stream, kOp);
 }
 
 #endif  // !STABLEOPS_DEVICE_PASS
