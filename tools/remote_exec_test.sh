@@ -74,11 +74,27 @@ bases=()
 base_dirs=()
 timings=()
 
+# kill_tree PID: SIGTERM to PID and every process below it (a Bazel client
+# runs a few levels down: subshell, tools/bazel, the image's namespace).
+kill_tree() {
+  local pids=("$1") i=0 kids
+  while ((i < ${#pids[@]})); do
+    kids=$(ps -o pid= --ppid "${pids[$i]}" 2>/dev/null) || true
+    # shellcheck disable=SC2206  # one pid per word
+    pids+=($kids)
+    i=$((i + 1))
+  done
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+}
+
 # shellcheck disable=SC2329  # run by the EXIT trap below
 cleanup() {
-  local rc=$? i run
+  local rc=$? i run pid
   set +e
   trap - EXIT INT TERM
+  # A build still running (the script was interrupted): its client first, so
+  # that the shutdowns below and the engine's stop do not wait on it.
+  for pid in $(jobs -p); do kill_tree "$pid"; done
   run=$(cat "$cache/rbe/$engine" 2>/dev/null)
   if ((rc != 0)) || [[ -e $scratch/.failed ]]; then
     local keep="$cache/bazel/remote-exec-test-logs"
@@ -95,6 +111,9 @@ cleanup() {
   [[ -n ${url:-} ]] && rm -f "$cache/bazel/image.remote-$(printf '%s' " rbe=$url" | sha256sum | cut -c1-12).bazelrc"
 }
 trap cleanup EXIT
+# Bash runs a trap only once the foreground command returns, so every Bazel
+# run goes to the background and the script waits for it: `wait` returns
+# at once on a signal, and the cleanup stops the build.
 trap 'say "interrupted"; exit 130' INT
 trap 'say "terminated"; exit 143' TERM
 
@@ -132,7 +151,9 @@ done_with() { (cd "$1" && ./tools/bazel --output_base="$2" shutdown >/dev/null 2
 run_step() {
   local name=$1 start=$SECONDS
   say "$name: bazel ${*:4}"
-  bz "$@" || { tail -n 40 "$scratch/$name.log" >&2; fail "$name failed (bazel ${*:4})"; }
+  register "$2" "$3"
+  bz "$@" &
+  wait $! || { tail -n 40 "$scratch/$name.log" >&2; fail "$name failed (bazel ${*:4})"; }
   timed "$name" $((SECONDS - start))
   say "$name took $((SECONDS - start)) s: $(grep -E '^INFO: [0-9]+ processes' "$scratch/$name.log" | tail -n1)"
 }
