@@ -7,6 +7,7 @@
 //   stableops             - operators (CPU kernels always; CUDA kernels and
 //                           GPU-only ops when STABLEOPS_WITH_GPU is defined).
 //   stableops_cuda_utils  - GPU device queries (GPU builds only).
+//   stableops_cache_ops   - KV-cache ops (vLLM's _C_cache_ops), every build.
 //
 // tests/op_manifest.json lists the same schemas and dispatch keys; keep both
 // in sync (tests/test_registration.py checks the loaded library against it).

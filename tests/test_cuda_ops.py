@@ -509,6 +509,18 @@ def test_uva_empty_tensor(pinned):
     assert view.dtype == torch.float16
 
 
+@requires_gpu_build
+def test_uva_fake_rejects_gpu_input_with_the_kernels_message():
+    """Traced with a GPU tensor, the fake raises what the kernel raises, at
+    trace time. Needs no GPU: the tensor is a fake one."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(4, device="cuda")
+        with pytest.raises(RuntimeError, match="expected a CPU tensor, got a tensor on cuda:0"):
+            torch.ops.stableops.get_cuda_view_from_cpu_tensor(x)
+
+
 @requires_cuda
 def test_uva_rejects_cuda_input():
     with pytest.raises((RuntimeError, NotImplementedError)):

@@ -663,6 +663,16 @@ def test_bad_input_same_decision_as_fake_and_nothing_written(case: str) -> None:
         assert torch.equal(raw_bytes(args[k]), v), f"{k} was modified by a rejected call"
 
 
+def test_group_shape_entries_are_not_rounded() -> None:
+    """A non-integer group_shape entry raises and writes nothing: rounded to
+    [1, H], the call would quantise per token, which was not asked for."""
+    result = _r()
+    before = raw_bytes(result)
+    with pytest.raises((TypeError, RuntimeError)):
+        ops.static_scaled_fp8_quant(result, _x(), torch.ones(T, 1), group_shape=[1.5, H])  # type: ignore[list-item]
+    assert torch.equal(raw_bytes(result), before)
+
+
 def raw_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(torch.uint8).clone()
 

@@ -21,6 +21,7 @@
 #include <torch/headeronly/core/DeviceType.h>
 #include <torch/headeronly/util/Exception.h>
 
+#include "csrc/core/check.h"
 #include "csrc/gpu_compat.h"
 #include "csrc/ops.h"
 
@@ -122,8 +123,8 @@ torch::stable::Tensor get_cuda_view_from_cpu_tensor(
     const torch::stable::Tensor& cpu_tensor) {
   STD_TORCH_CHECK(cpu_tensor.is_cpu(),
                   "get_cuda_view_from_cpu_tensor: expected a CPU tensor, got "
-                  "a tensor on device type ",
-                  static_cast<int>(cpu_tensor.device().type()));
+                  "a tensor on ",
+                  device_name(cpu_tensor.device()));
   // Clear RuntimeError (not a crash) when no GPU is usable at all.
   visible_device_count();
   // The view lives on the current device, with an explicit index.

@@ -13,4 +13,9 @@ def has_op(namespace: str, name: str) -> bool:
         torch._C._dispatch_find_schema_or_throw(f"{namespace}::{name}", "")
     except RuntimeError:
         return False
+    except AttributeError as e:  # a torch without this private helper
+        raise RuntimeError(
+            "stableops: expected torch._C._dispatch_find_schema_or_throw (torch >= 2.11) to look "
+            f"ops up, found none in torch {torch.__version__}; please report this torch version"
+        ) from e
     return True

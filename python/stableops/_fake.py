@@ -4,7 +4,8 @@ They let ``torch.compile(fullgraph=True)``, ``torch.library.opcheck`` and meta
 tensors trace the operators without running them.
 
 Validation happens once, in C++: each op has one check function that its CPU
-kernel, its GPU kernel and these fakes all go through (csrc/core/check.h).
+kernel, its GPU kernel and these fakes all go through (each family's
+``*_check.h``, built on csrc/core/check.h).
 FakeTensor does run a C++ Meta kernel registered through the stable ABI, but
 only with concrete sizes: under dynamic shapes the sizes are symbolic, and
 the stable ABI (at the 2.11 target) has no way to read them (aoti_torch's
@@ -135,6 +136,13 @@ _DEVICE_RULES: dict[str, Callable[[str, list[tuple[str, Any]]], None]] = {
 
 
 def _get_cuda_view_from_cpu_tensor_fake(cpu_tensor: torch.Tensor) -> torch.Tensor:
+    # The kernel's device rule and message (csrc/utils/cuda_utils.cu), so a
+    # traced call with a GPU tensor fails at trace time as it would when run.
+    # A meta tensor stands for any device and passes.
+    if cpu_tensor.device.type not in ("cpu", "meta"):
+        raise RuntimeError(
+            f"get_cuda_view_from_cpu_tensor: expected a CPU tensor, got a tensor on {cpu_tensor.device}"
+        )
     return torch.empty_strided(
         cpu_tensor.shape,
         cpu_tensor.stride(),

@@ -281,7 +281,9 @@ def static_scaled_fp8_quant(
     ``group_shape=[gm, gn]`` (``-1``: the whole dim) ``[ceil(T/gm),
     ceil(H/gn)]``, one scale per ``gm x gn`` block. Any other shape raises.
     """
-    gs = None if group_shape is None else [int(g) for g in group_shape]
+    # Passed on as given: the schema's int[] rejects a non-integer entry
+    # (int() here would turn 1.5 into 1 and quantise with the wrong groups).
+    gs = None if group_shape is None else list(group_shape)
     torch.ops.stableops.static_scaled_fp8_quant.default(result, input, scale, gs)
 
 
