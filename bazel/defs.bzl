@@ -308,7 +308,8 @@ def stable_wheel(name, requires_dist = [], **kwargs):
 
     `Requires-Dist` always carries torch at the target version: the macro adds
     `torch>=TORCH_TARGET_VERSION` unless `requires_dist` already names torch,
-    and fails if what it names allows a torch older than the target.
+    and fails unless what it names has a lower bound (`>=`, `>`, `==` or
+    `~=`) at the target version or above.
 
     Args:
       name: target name; the output is <distribution>-<version>-<tags>.whl.

@@ -44,7 +44,7 @@ def compilation_mode_copts(ctx):
         return ctx.attr.dbg_copts
     if mode == "fastbuild":
         return ctx.attr.fastbuild_copts
-    fail("stableops: expected --compilation_mode opt, dbg or fastbuild, found '{}'".format(mode))
+    fail("stableops: expected --compilation_mode opt, dbg or fastbuild, found '{}'; pass -c opt, -c dbg or -c fastbuild".format(mode))
 
 # Attributes both GPU toolchain rules take (the flags are written in
 # toolchains/cuda/BUILD.bazel and toolchains/rocm/BUILD.bazel).

@@ -21,7 +21,9 @@ def _image_repository_impl(rctx):
     if not image_id and rctx.path(_ID_FILE).exists:
         image_id = rctx.read(_ID_FILE).strip()
     if image_id and not image_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
-        fail("stableops: expected the build image's identity (letters, digits, '-', '_', '.') in {} or --repo_env=STABLEOPS_IMAGE_ID, found '{}'".format(_ID_FILE, image_id))
+        fail(("stableops: expected the build image's identity (letters, digits, '-', '_', '.') in {} " +
+              "or --repo_env=STABLEOPS_IMAGE_ID, found '{}'; pass a valid " +
+              "--repo_env=STABLEOPS_IMAGE_ID or provision the image again (tools/image/provision.sh writes it)").format(_ID_FILE, image_id))
     if not image_id:
         # buildifier: disable=print  # says why remote actions are not pinned to an image: meant for the user
         print(("stableops: no build image identity ({} is missing and STABLEOPS_IMAGE_ID is unset): " +

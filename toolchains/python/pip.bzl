@@ -14,6 +14,10 @@ def configured_python(rctx):
 # rule are not reused (see download_wheels).
 _SHARED_LAYOUT = "v1"
 
+# What to check when writing the unpacked wheels fails.
+_DISK_HINT = ("Check free space and permissions there; with STABLEOPS_WHEEL_CACHE set, unsetting " +
+              "it unpacks into each output base instead")
+
 def _pip_download_and_unpack(rctx, requirements, lock_name, wheels_dir, dest):
     """`pip download` into wheels_dir, unzip into dest, delete wheels_dir; returns the wheel names."""
     python = configured_python(rctx)
@@ -35,7 +39,8 @@ def _pip_download_and_unpack(rctx, requirements, lock_name, wheels_dir, dest):
     if res.return_code != 0:
         fail(("stableops: expected to download the wheels pinned in {lock} with {py} -m pip " +
               "(hash-checked), but pip failed (exit {rc}). A hash mismatch means the index served " +
-              "another file than the one pinned: check it before updating the lock on purpose.\n{err}").format(
+              "another file than the one pinned: check it before updating the lock on purpose; " +
+              "otherwise check that {py} -m pip reaches its configured index (pip config list).\n{err}").format(
             lock = lock_name,
             py = python,
             rc = res.return_code,
@@ -48,12 +53,12 @@ def _pip_download_and_unpack(rctx, requirements, lock_name, wheels_dir, dest):
     # deleted fails the fetch as an inconsistent file system.
     res = rctx.execute(["ls", "-1", wheels_dir])
     if res.return_code != 0:
-        fail("stableops: could not list {}: {}".format(wheels_dir, res.stderr))
+        fail("stableops: expected to list the downloaded wheels in {}, but ls failed: {}. {}".format(wheels_dir, res.stderr.strip(), _DISK_HINT))
     names = sorted([n for n in res.stdout.splitlines() if n.endswith(".whl")])
     for name in names:
         res = rctx.execute([python, "-m", "zipfile", "-e", wheels_dir + "/" + name, dest])
         if res.return_code != 0:
-            fail("stableops: could not unpack {}: {}".format(name, res.stderr))
+            fail("stableops: expected to unpack {} into {}, but it failed: {}. {}".format(name, dest, res.stderr.strip(), _DISK_HINT))
     rctx.execute(["rm", "-rf", wheels_dir])
     return names
 
@@ -63,7 +68,7 @@ def _shared_unpack(rctx, share, requirements, lock_name, dest):
         fail("stableops: expected STABLEOPS_WHEEL_CACHE to be an absolute directory, found '{}'; unset it to unpack into each output base".format(share))
     res = rctx.execute(["sha256sum", str(requirements)])
     if res.return_code != 0:
-        fail("stableops: sha256sum of {} failed: {}".format(requirements, res.stderr))
+        fail("stableops: expected sha256sum to hash {}, but it failed: {}".format(requirements, res.stderr.strip()))
     key = "{}-{}".format(_SHARED_LAYOUT, res.stdout.split(" ")[0][:32])
     final = "{}/{}".format(share, key)
 
@@ -71,14 +76,14 @@ def _shared_unpack(rctx, share, requirements, lock_name, dest):
     if rctx.execute(["test", "-e", final + "/complete"]).return_code != 0:
         res = rctx.execute(["mkdir", "-p", share])
         if res.return_code != 0:
-            fail("stableops: could not create STABLEOPS_WHEEL_CACHE={}: {}".format(share, res.stderr))
+            fail("stableops: expected to create STABLEOPS_WHEEL_CACHE={}, but mkdir failed: {}. {}".format(share, res.stderr.strip(), _DISK_HINT))
 
         # A fill that failed (or was killed) leaves its .KEY.XXXXXX behind;
         # a day-old one is dead: remove it.
         rctx.execute(["find", share, "-maxdepth", "1", "-name", ".v*", "-mmin", "+1440", "-exec", "rm", "-rf", "{}", "+"])
         res = rctx.execute(["mktemp", "-d", "{}/.{}.XXXXXX".format(share, key)])
         if res.return_code != 0:
-            fail("stableops: could not create a directory in STABLEOPS_WHEEL_CACHE={}: {}".format(share, res.stderr))
+            fail("stableops: expected to create a directory in STABLEOPS_WHEEL_CACHE={}, but mktemp failed: {}. {}".format(share, res.stderr.strip(), _DISK_HINT))
         tmp = res.stdout.strip()
         rctx.execute(["chmod", "755", tmp])
         names = _pip_download_and_unpack(rctx, requirements, lock_name, tmp + "/wheels", tmp + "/unpacked")
@@ -87,7 +92,7 @@ def _shared_unpack(rctx, share, requirements, lock_name, dest):
         rctx.file("_names", "\n".join(names) + "\n", executable = False)
         res = rctx.execute(["sh", "-c", 'mv "$1" "$2/names" && touch "$2/complete"', "sh", "_names", tmp])
         if res.return_code != 0:
-            fail("stableops: could not write into {}: {}".format(tmp, res.stderr))
+            fail("stableops: expected to write into {}, but it failed: {}. {}".format(tmp, res.stderr.strip(), _DISK_HINT))
 
         # rename(2) is atomic: another output base filling the same key at
         # the same time either wins (ours is dropped) or loses.
@@ -95,10 +100,10 @@ def _shared_unpack(rctx, share, requirements, lock_name, dest):
         if res.return_code != 0:
             rctx.execute(["rm", "-rf", tmp])
             if rctx.execute(["test", "-e", final + "/complete"]).return_code != 0:
-                fail("stableops: could not move the unpacked wheels into {}: {}".format(final, res.stderr))
+                fail("stableops: expected to move the unpacked wheels into {}, but mv failed: {}. {}".format(final, res.stderr.strip(), _DISK_HINT))
     res = rctx.execute(["cat", final + "/names"])
     if res.return_code != 0:
-        fail("stableops: could not read {}/names: {}".format(final, res.stderr))
+        fail("stableops: expected {}/names (written with the unpacked wheels), but reading it failed: {}. The entry is damaged: delete {} and build again".format(final, res.stderr.strip(), final))
     rctx.symlink(final + "/unpacked", dest)
     return [n for n in res.stdout.splitlines() if n]
 

@@ -58,11 +58,16 @@ _DEBIAN = struct(
     device_libs = "/usr/lib/llvm-21/lib/clang/21/amdgcn/bitcode",
 )
 
+# What to do when the HIP toolchain is missing or broken.
+_FIX = "Build through tools/bazel (whose image has Debian's HIP packages) or point --repo_env=ROCM_PATH at a complete ROCm installation."
+
 def _first_existing(rctx, candidates, what):
     for c in candidates:
         if rctx.path(c).exists:
             return c
-    fail("stableops: expected {} at one of {}, found none".format(what, candidates))
+    fail(("stableops: expected {} at one of {}, found none; point --repo_env=ROCM_PATH at a " +
+          "complete ROCm installation (e.g. /opt/rocm) or unset it to use the build image's HIP " +
+          "packages").format(what, candidates))
 
 def _hip_version(rctx, include):
     """(major, minor, patch) from hip/hip_version.h."""
@@ -73,7 +78,12 @@ def _hip_version(rctx, include):
         if len(parts) == 3 and parts[0] == "#define" and parts[1] in ("HIP_VERSION_MAJOR", "HIP_VERSION_MINOR", "HIP_VERSION_PATCH"):
             v[parts[1]] = parts[2]
     if len(v) != 3:
-        fail("stableops: could not read HIP_VERSION_MAJOR/MINOR/PATCH from {}/hip/hip_version.h".format(include))
+        fail(("stableops: expected #define HIP_VERSION_MAJOR, _MINOR and _PATCH in " +
+              "{}/hip/hip_version.h, found {}; the HIP headers there are incomplete. {}").format(
+            include,
+            sorted(v.keys()) or "none of them",
+            _FIX,
+        ))
     return v["HIP_VERSION_MAJOR"], v["HIP_VERSION_MINOR"], v["HIP_VERSION_PATCH"]
 
 def _rocm_repository_impl(rctx):
@@ -103,12 +113,12 @@ def _rocm_repository_impl(rctx):
 
     for tool in ["clang", "clang-offload-bundler", "llvm-nm", "llvm-objcopy"]:
         if not rctx.path(llvm_bin + "/" + tool).exists:
-            fail("stableops: expected {}/{} (the HIP clang toolchain), found nothing".format(llvm_bin, tool))
+            fail("stableops: expected {}/{} (the HIP clang toolchain), found nothing. {}".format(llvm_bin, tool, _FIX))
         rctx.file("bin/" + tool, "#!/bin/sh\nexec {}/{} \"$@\"\n".format(llvm_bin, tool), executable = True)
     if not rctx.path(device_libs + "/ocml.bc").exists:
-        fail("stableops: expected the AMDGPU device libraries at {} (ocml.bc), found none".format(device_libs))
+        fail("stableops: expected the AMDGPU device libraries at {} (ocml.bc), found none. {}".format(device_libs, _FIX))
     if not rctx.path(hip_lib + "/libamdhip64.so").exists:
-        fail("stableops: expected libamdhip64.so in {}, found none".format(hip_lib))
+        fail("stableops: expected libamdhip64.so in {}, found none. {}".format(hip_lib, _FIX))
 
     rctx.symlink(hip_include + "/hip", "rocm/include/hip")
     if rctx.path(hip_include + "/hsa").exists:
@@ -134,7 +144,11 @@ def _rocm_repository_impl(rctx):
 
     res = rctx.execute(["bin/clang", "--version"])
     if res.return_code != 0:
-        fail("stableops: '{}/clang --version' failed: {}".format(llvm_bin, res.stderr))
+        fail("stableops: expected '{}/clang --version' to run (the HIP clang), but it failed: {}. {}".format(
+            llvm_bin,
+            res.stderr.strip(),
+            _FIX,
+        ))
     clang_version = res.stdout.strip().splitlines()[0]
     rctx.template("BUILD.bazel", rctx.attr._build_tpl, {
         "{clang_version}": clang_version,

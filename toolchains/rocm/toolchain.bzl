@@ -40,7 +40,9 @@ def _hip_toolchain_impl(ctx):
     suffix = "/include/hip/hip_runtime.h"
     roots = [f.path[:-len(suffix)] for f in ctx.files.toolkit if f.path.endswith("/rocm" + suffix)]
     if len(roots) != 1:
-        fail("stableops: expected one rocm/include/hip/hip_runtime.h in {}, found {}".format(ctx.attr.toolkit.label, len(roots)))
+        fail(("stableops: expected one rocm/include/hip/hip_runtime.h in {}, found {}; set the " +
+              "toolchain's toolkit to @stableops_rocm//:toolkit (toolchains/rocm/BUILD.bazel), which " +
+              "holds exactly one").format(ctx.attr.toolkit.label, len(roots)))
     common = (
         ctx.attr.copts +
         compilation_mode_copts(ctx) +

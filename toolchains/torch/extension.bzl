@@ -141,7 +141,9 @@ def _shim_symbols(rctx, libs):
         args += [lib, str(rctx.path(out))]
     res = rctx.execute(["bash", "-c", _SHIM_SCRIPT, "shim_symbols"] + args, quiet = True)
     if res.return_code != 0:
-        fail("stableops: expected `nm -D --defined-only` (binutils) to list torch's shim symbols for the ABI audit, but it failed (exit {}): {}".format(res.return_code, res.stderr.strip()))
+        fail(("stableops: expected `nm -D --defined-only` (binutils) to list torch's shim symbols " +
+              "for the ABI audit, but it failed (exit {}): {}. Build through tools/bazel, whose " +
+              "image has binutils, or install binutils").format(res.return_code, res.stderr.strip()))
     written = {}
     for version, lib, out in libs:
         if rctx.path(lib).exists:

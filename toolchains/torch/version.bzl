@@ -54,5 +54,7 @@ def target_version_hex(version):
     """
     parts = parse_version(version)
     if len(parts) < 2 or parts[0] > 255 or parts[1] > 255 or parts < parse_version(MIN_TORCH_VERSION):
-        fail("stableops: expected a torch target version MAJOR.MINOR >= {}, found '{}'".format(MIN_TORCH_VERSION, version))
+        fail(("stableops: expected a torch target version MAJOR.MINOR >= {}, found '{}'; fix " +
+              "torch.configure(target_version = ...) in the root MODULE.bazel (or the versions " +
+              "given to stable_target_version_test)").format(MIN_TORCH_VERSION, version))
     return "0x" + _byte_hex(parts[0]) + _byte_hex(parts[1]) + "000000000000ULL"
