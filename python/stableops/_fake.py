@@ -24,6 +24,10 @@ of a mutating op:
 
 tests/test_bad_inputs.py runs every bad-input case through the real kernel
 and through the fake and requires the same decision and message.
+
+What a fake cannot decide, the kernel still checks at run time: whether CPU
+memory is pinned (swap_blocks between CPU and GPU needs it; a fake tensor has
+no such property), and data-dependent checks such as an out-of-range slot.
 """
 
 from __future__ import annotations
@@ -220,7 +224,9 @@ def register_fakes() -> list[str]:
         if not _done:
             for qualname, make in FAKE_IMPLS.items():
                 ns, name = qualname.split("::")
-                if has_op(ns, name):
+                # Skips what an earlier, interrupted call registered: a
+                # second register_fake of one op raises.
+                if qualname not in _registered and has_op(ns, name):
                     torch.library.register_fake(qualname, make(qualname))
                     _registered.append(qualname)
             _done = True

@@ -5,6 +5,8 @@ package). The in-place, schema-shaped wrappers are in :mod:`stableops.ops`.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import ops
@@ -179,14 +181,12 @@ def rotary_embedding(
         positions, q, k, head_size, cos_sin_cache, is_neox, rope_dim_offset, inverse
     )
     return q, k
+
+
 # ---------------------------------------------------------------------------
 # Quantization: the outputs are allocated on the input's device; the inputs
 # are never modified (see stableops.ops for the contracts).
 # ---------------------------------------------------------------------------
-import math  # noqa: E402
-
-from . import ops as _ops  # noqa: E402
-
 __all__ += [
     "static_scaled_fp8_quant",
     "dynamic_scaled_fp8_quant",
@@ -209,7 +209,7 @@ def static_scaled_fp8_quant(
 ) -> torch.Tensor:
     """FP8 ``dtype`` quantisation of ``input`` with the given ``scale``."""
     result = torch.empty(input.shape, dtype=dtype, device=input.device)
-    _ops.static_scaled_fp8_quant(result, input, scale, group_shape)
+    ops.static_scaled_fp8_quant(result, input, scale, group_shape)
     return result
 
 
@@ -219,7 +219,7 @@ def dynamic_scaled_fp8_quant(
     """``(result, scale)``: per-tensor dynamic FP8 quantisation; scale ``[1]``."""
     result = torch.empty(input.shape, dtype=dtype, device=input.device)
     scale = torch.empty(1, dtype=torch.float32, device=input.device)
-    _ops.dynamic_scaled_fp8_quant(result, input, scale)
+    ops.dynamic_scaled_fp8_quant(result, input, scale)
     return result, scale
 
 
@@ -232,7 +232,7 @@ def dynamic_per_token_scaled_fp8_quant(
     """``(result, scale)``: per-token dynamic FP8 quantisation; scale ``[T, 1]``."""
     result = torch.empty(input.shape, dtype=dtype, device=input.device)
     scale = torch.empty(_rows(input), 1, dtype=torch.float32, device=input.device)
-    _ops.dynamic_per_token_scaled_fp8_quant(result, input, scale, scale_ub)
+    ops.dynamic_per_token_scaled_fp8_quant(result, input, scale, scale_ub)
     return result, scale
 
 
@@ -241,7 +241,7 @@ def static_scaled_int8_quant(
 ) -> torch.Tensor:
     """INT8 quantisation of ``input`` with the given ``scale`` (and ``azp``)."""
     result = torch.empty(input.shape, dtype=torch.int8, device=input.device)
-    _ops.static_scaled_int8_quant(result, input, scale, azp)
+    ops.static_scaled_int8_quant(result, input, scale, azp)
     return result
 
 
@@ -253,5 +253,5 @@ def dynamic_scaled_int8_quant(
     result = torch.empty(input.shape, dtype=torch.int8, device=input.device)
     scale = torch.empty(_rows(input), 1, dtype=torch.float32, device=input.device)
     azp = None if symmetric else torch.empty(_rows(input), 1, dtype=torch.int32, device=input.device)
-    _ops.dynamic_scaled_int8_quant(result, input, scale, azp)
+    ops.dynamic_scaled_int8_quant(result, input, scale, azp)
     return result, scale, azp
