@@ -19,8 +19,10 @@ namespace stableops {
 // names the op and the dtype.
 inline GpuFloat gpu_float_of(const char* op, torch::headeronly::ScalarType dtype) {
   const std::optional<GpuFloat> t = to_gpu_float(dtype);
+  using torch::headeronly::ScalarType;
   STD_TORCH_CHECK(t.has_value(), op, ": no GPU kernel for dtype ", scalar_type_name(dtype),
-                  "; expected Float, Half or BFloat16");
+                  "; expected ",
+                  dtype_list_str({ScalarType::Float, ScalarType::Half, ScalarType::BFloat16}));
   return *t;
 }
 
