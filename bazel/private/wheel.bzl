@@ -43,7 +43,7 @@ def _floor_at_least(req, minimum):
 
     Args:
       req: a Requires-Dist entry, e.g. "torch>=2.12,<3; python_version>='3.10'".
-      minimum: (MAJOR, MINOR).
+      minimum: [MAJOR, MINOR], as parse_version returns them.
 
     Returns:
       True if a `>=`, `>`, `==` or `~=` clause names MAJOR.MINOR >= minimum.
