@@ -116,6 +116,12 @@ STABLE_TORCH_LIBRARY_IMPL(stableops, CPU, m) {
 // ROCm builds register under CUDA too (HIP tensors use the CUDA dispatch key).
 STABLE_TORCH_LIBRARY_IMPL(stableops, CUDA, m) {
   m.impl("merge_attn_states", TORCH_BOX(&stableops::merge_attn_states_cuda));
+  // Also under CUDA, only to reject a GPU tensor with the kernel's own
+  // message ("expected a CPU tensor, got a tensor on cuda:0") instead of the
+  // dispatcher's "could not run ... with arguments from the 'CUDA' backend".
+  m.impl(
+      "get_cuda_view_from_cpu_tensor",
+      TORCH_BOX(&stableops::get_cuda_view_from_cpu_tensor));
   // RMSNorm family (csrc/norm/).
   m.impl("rms_norm", TORCH_BOX(&stableops::rms_norm_cuda));
   m.impl("fused_add_rms_norm", TORCH_BOX(&stableops::fused_add_rms_norm_cuda));
