@@ -524,6 +524,11 @@ GPU_CASES = [
     Case(13, 3, 1, 72, 24, offset=2),  # offset of one element: element path
     Case(9, 2, 3, 18, 6, offset=5),  # odd sizes: element path
     Case(4099, 8, 2, 128, 128),  # many blocks
+    # NeoX spans of 12 (fp16/bf16) or 24 (fp32) packs: not a power of two,
+    # so the per-pair unit kernel instead of the lanes-paired one.
+    Case(11, 4, 2, 128, 96),
+    # 64 packs (fp16/bf16, rot_dim 512): more lanes than a warp of 32.
+    Case(5, 2, 1, 512, 512),
 ]
 
 

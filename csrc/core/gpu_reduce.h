@@ -20,6 +20,16 @@ __device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
 #endif
 }
 
+// The 32-bit word `v` of the lane whose index is this lane's XOR lane_mask
+// (raw bits: packed half/bfloat16 pairs travel unconverted).
+__device__ __forceinline__ unsigned shfl_xor(unsigned v, int lane_mask) {
+#if STABLEOPS_ROCM
+  return __shfl_xor(v, lane_mask);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+#endif
+}
+
 // Sum over aligned groups of `width` consecutive lanes; every lane gets its
 // group's sum. `width` is a power of two <= 32, so a group never straddles a
 // warp of 32 or a wavefront of 64.

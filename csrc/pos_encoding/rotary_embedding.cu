@@ -26,12 +26,18 @@
 //     one pack of interleaved pairs (kPairs = 4 or 2); 4 (NeoX) or 2
 //     (GPT-J) packs per thread in flight. Scalar path (odd offsets, strides
 //     or spans): kPairs = 1 with element accesses, same structure;
+//   * NeoX vector path when the rotated span is U packs with U a power of
+//     two in [2, 32] (rot_dim 16..256 for fp16/bf16): rotary_neox_lanes_kernel
+//     instead, one pack per thread and head, the U lanes of a head covering
+//     its span in order, each pair's other half fetched from lane ^ U/2 by
+//     shuffles (see the kernel);
 //   * threads enumerate (token, head group, unit) with the unit fastest, so
 //     consecutive lanes touch consecutive 16-byte chunks of a head;
 //     query heads come first, then key heads, in the same launch;
 //   * element offsets in 64 bits; the per-launch thread index in 32 bits
 //     (huge inputs are split into several launches of whole tokens);
-//   * no shared memory, no __syncthreads, no warp-size assumption, no
+//   * no shared memory, no __syncthreads, no warp-size assumption (lanes
+//     exchange values only within aligned groups of at most 32), no
 //     allocation, no host synchronisation: CUDA-graph capturable.
 #include <algorithm>
 #include <cstdint>
@@ -40,6 +46,7 @@
 
 #include <torch/headeronly/util/Exception.h>
 
+#include "csrc/core/gpu_reduce.h"
 #include "csrc/core/gpu_vec.h"
 #include "csrc/gpu_compat.h"
 
@@ -72,11 +79,19 @@ constexpr int kBlockThreads = 256;
 // T = 16 (H200, bf16/fp16, 2026-12-04).
 constexpr int kNeoxMinBlocks = 4;
 constexpr int kGptjMinBlocks = 6;
+// rotary_neox_lanes_kernel holds GPT-J's amount per thread (2 heads x one
+// pack, 34-40 registers): 6 blocks. 4 heads at 4 blocks (52-62 registers)
+// ran within a point of it (H100, 2026-12-07).
+constexpr int kNeoxLanesMinBlocks = 6;
 constexpr int kVecBytes = 16;
 // Heads per thread: on the vector paths 4 packs in flight per NeoX thread,
 // 2 per GPT-J thread (with more threads per SM; see above).
 constexpr int kNeoxHeads = 2;
 constexpr int kGptjHeads = 2;
+constexpr int kNeoxLanesHeads = 2;
+// Largest number of packs in a head's rotated span that
+// rotary_neox_lanes_kernel takes: a head's lanes must share a warp of 32.
+constexpr int kMaxLanesPerHead = 32;
 
 struct RotaryGpuParams {
   const int64_t* positions;
@@ -287,11 +302,94 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, (kNeox ? kNeoxMinBlocks :
   }
 }
 
-template <typename T, typename C, int kPairs, bool kNeox, bool kVec>
-void launch(RotaryGpuParams p, int64_t num_tokens, cudaStream_t stream) {
-  constexpr int kHeads = kNeox ? kNeoxHeads : kGptjHeads;
+// NeoX on the vector path with p.units = U = rot_dim / kPack packs per
+// head's rotated span, U a power of two in [2, kMaxLanesPerHead]. A thread
+// owns one pack (unit u) at the same place of kHeads heads of one token, so
+// the U lanes of a head read and write its span as one contiguous run (the
+// old NeoX unit, a pack from each half, split every warp access into runs
+// of half the span). Units u < U/2 hold the first elements of their pairs,
+// the others the second: each lane takes the raw pack of lane u ^ U/2 with
+// four 32-bit shuffles and rewrites its own pack. A head's units start at a
+// multiple of U in the launch's thread numbering (per_token is a multiple
+// of U), and U divides 32, so the partner is in the same warp or wavefront.
+// No lane returns early: a shuffle needs its partner; lanes past the last
+// item (and their partners, also past it) neither load nor store.
+template <typename T, typename C, int kHeads>
+__global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kNeoxLanesMinBlocks)
+    rotary_neox_lanes_kernel(const RotaryGpuParams p) {
+  pdl_enter();
+  constexpr int kPack = Pack<T>::kElems;
+  constexpr int kCAlign = kPack * static_cast<int>(sizeof(C));
+
+  const uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
+  const bool active = item < p.num_items;
+  const uint32_t idx = active ? item : 0;
+  const uint32_t t_local = idx / p.per_token;
+  const uint32_t rest = idx - t_local * p.per_token;
+  const uint32_t group = rest / p.units;
+  const uint32_t unit = rest - group * p.units;
+  const uint32_t partner_mask = p.units / 2;
+  const bool second = (unit & partner_mask) != 0;  // holds x[half + i]
+  const int64_t token = p.token_begin + t_local;
+  const int64_t i0 = static_cast<int64_t>(unit & (partner_mask - 1)) * kPack;  // first pair
+
+  // 1. The unit's pack of every head (query heads first, then key heads).
+  T* x[kHeads];
+  bool valid[kHeads];
+  uint4 own[kHeads];
+#pragma unroll
+  for (int k = 0; k < kHeads; ++k) {
+    const int32_t h = static_cast<int32_t>(group) * kHeads + k;
+    valid[k] = active && h < p.total_heads;
+    const bool is_q = h < p.q_heads;
+    T* base = static_cast<T*>(is_q ? p.query : p.key);
+    const int64_t offset = is_q
+        ? token * p.q_token_stride + h * p.q_head_stride
+        : token * p.k_token_stride + (h - p.q_heads) * p.k_head_stride;
+    x[k] = base + offset + p.rope_dim_offset + static_cast<int64_t>(unit) * kPack;
+    own[k] = valid[k] ? *reinterpret_cast<const uint4*>(x[k]) : make_uint4(0u, 0u, 0u, 0u);
+  }
+
+  // 2. The position (out of range: token unchanged, row 0 read; see the
+  //    generic kernel) and the cos/sin of the unit's pairs.
+  const int64_t pos = active ? STABLEOPS_LDG(p.positions + token * p.positions_stride) : 0;
+  const bool in_range = static_cast<uint64_t>(pos) < static_cast<uint64_t>(p.max_position);
+  const int64_t row_index = in_range ? pos : 0;
+  const C* row = static_cast<const C*>(p.cache) + row_index * p.cache_stride + i0;
+  float cs[kPack];
+  float sn[kPack];
+  load_floats<C, kPack, kCAlign, true>(row, cs);
+  load_floats<C, kPack, kCAlign, true>(row + p.half, sn);
+  // a' = a cos - b sin (first), b' = b cos + a sin (second); inverse: -sin.
+  const float sign = second ? p.sin_sign : -p.sin_sign;
+#pragma unroll
+  for (int j = 0; j < kPack; ++j) sn[j] *= sign;
+
+  // 3. The partner's packs, then rotate and store.
+#pragma unroll
+  for (int k = 0; k < kHeads; ++k) {
+    uint4 other;
+    other.x = gpu::shfl_xor(own[k].x, static_cast<int>(partner_mask));
+    other.y = gpu::shfl_xor(own[k].y, static_cast<int>(partner_mask));
+    other.z = gpu::shfl_xor(own[k].z, static_cast<int>(partner_mask));
+    other.w = gpu::shfl_xor(own[k].w, static_cast<int>(partner_mask));
+    if (!valid[k] || !in_range) continue;
+    float mine[kPack];
+    float peer[kPack];
+    Pack<T>::to_float(own[k], mine);
+    Pack<T>::to_float(other, peer);
+#pragma unroll
+    for (int j = 0; j < kPack; ++j) mine[j] = mine[j] * cs[j] + peer[j] * sn[j];
+    gpu::store16(x[k], Pack<T>::from_float(mine));
+  }
+}
+
+// Launches `kernel` over every token, kHeads heads and `units` threads per
+// head group, in launches whose thread index fits 32 bits.
+template <int kHeads, typename Kernel>
+void launch_tokens(Kernel kernel, int64_t units, RotaryGpuParams p, int64_t num_tokens,
+                   cudaStream_t stream) {
   const int64_t groups = (static_cast<int64_t>(p.total_heads) + kHeads - 1) / kHeads;
-  const int64_t units = p.half / kPairs;
   const int64_t per_token = groups * units;
   // Threads of one launch are counted in 32 bits (with a block of headroom).
   const int64_t max_items = static_cast<int64_t>(INT32_MAX) - kBlockThreads;
@@ -308,10 +406,20 @@ void launch(RotaryGpuParams p, int64_t num_tokens, cudaStream_t stream) {
     p.token_begin = begin;
     p.num_items = static_cast<uint32_t>(tokens * per_token);
     const dim3 grid(static_cast<uint32_t>((p.num_items + kBlockThreads - 1) / kBlockThreads));
-    STABLEOPS_GPU_CHECK(gpu_launch(
-        rotary_embedding_kernel<T, C, kPairs, kNeox, kHeads, kVec>,
-        grid, kBlockThreads, 0, stream, p));
+    STABLEOPS_GPU_CHECK(gpu_launch(kernel, grid, kBlockThreads, 0, stream, p));
   }
+}
+
+template <typename T, typename C, int kPairs, bool kNeox, bool kVec>
+void launch(const RotaryGpuParams& p, int64_t num_tokens, cudaStream_t stream) {
+  constexpr int kHeads = kNeox ? kNeoxHeads : kGptjHeads;
+  launch_tokens<kHeads>(rotary_embedding_kernel<T, C, kPairs, kNeox, kHeads, kVec>,
+                        p.half / kPairs, p, num_tokens, stream);
+}
+
+// Whether rotary_neox_lanes_kernel takes a NeoX span of `packs` packs.
+constexpr bool neox_lanes(int64_t packs) {
+  return packs >= 2 && packs <= kMaxLanesPerHead && (packs & (packs - 1)) == 0;
 }
 
 template <typename T, typename C>
@@ -319,7 +427,10 @@ void dispatch_style(const RotaryGpuParams& p, int64_t num_tokens, bool is_neox, 
                     cudaStream_t stream) {
   constexpr int kPack = Pack<T>::kElems;  // elements per 16 bytes
   if (vec) {
-    if (is_neox) {
+    if (is_neox && neox_lanes(2 * p.half / kPack)) {
+      launch_tokens<kNeoxLanesHeads>(rotary_neox_lanes_kernel<T, C, kNeoxLanesHeads>,
+                                     2 * p.half / kPack, p, num_tokens, stream);
+    } else if (is_neox) {
       launch<T, C, kPack, true, true>(p, num_tokens, stream);
     } else {
       launch<T, C, kPack / 2, false, true>(p, num_tokens, stream);
