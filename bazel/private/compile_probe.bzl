@@ -87,7 +87,7 @@ to `compiles_at`. Both compiles use the configured C++ toolchain's compiler,
 flags and sysroot, and the include paths of `headers`; hex values come from
 //toolchains/torch:version.bzl's target_version_hex.""",
     attrs = {
-        "src": attr.label(allow_single_file = [".cc", ".cpp"], mandatory = True),
+        "src": attr.label(allow_single_file = [".cc", ".cpp"], mandatory = True, doc = "The C++ source compiled at both versions."),
         "headers": attr.label(providers = [CcInfo], mandatory = True, doc = "e.g. @stableops_torch//:stable_abi"),
         "fails_at": attr.string(mandatory = True, doc = "MAJOR.MINOR where the compile must fail."),
         "compiles_at": attr.string(mandatory = True, doc = "MAJOR.MINOR where the compile must succeed."),

@@ -119,9 +119,9 @@ def _impl(ctx):
 cc_toolchain_config = rule(
     implementation = _impl,
     attrs = {
-        "builtin_include_directories": attr.string_list(mandatory = True),
+        "builtin_include_directories": attr.string_list(mandatory = True, doc = "Directories clang searches by itself (sysroot and resource headers): exempt from the inclusion check."),
         "sysroot": attr.string(mandatory = True, doc = "Sysroot path relative to the execution root."),
-        "tool_paths": attr.string_dict(mandatory = True),
+        "tool_paths": attr.string_dict(mandatory = True, doc = "Tool name (gcc, ld, ar, ...) to its path, as cc_common.create_cc_toolchain_config_info takes them."),
     },
     provides = [CcToolchainConfigInfo],
     doc = "The hermetic clang toolchain's configuration (see the module docstring).",

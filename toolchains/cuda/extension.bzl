@@ -60,7 +60,7 @@ def _cuda_repository_impl(rctx):
 cuda_repository = repository_rule(
     implementation = _cuda_repository_impl,
     attrs = {
-        "lock": attr.label(default = "//toolchains/cuda:cuda.lock"),
+        "lock": attr.label(default = "//toolchains/cuda:cuda.lock", doc = "The pinned, hash-checked NVIDIA wheels of the toolkit."),
         "_build_tpl": attr.label(default = "//toolchains/cuda:cuda.BUILD.tpl"),
     },
     environ = ["CUDA_PATH", "PYTHON_BIN_PATH", "STABLEOPS_WHEEL_CACHE"],

@@ -46,8 +46,8 @@ py_library(
 pypi_tool = repository_rule(
     implementation = _pypi_tool_impl,
     attrs = {
-        "package": attr.string(mandatory = True),
-        "requirement": attr.string(mandatory = True),
+        "package": attr.string(mandatory = True, doc = "The PyPI name (e.g. `auditwheel`); names the py_library."),
+        "requirement": attr.string(mandatory = True, doc = "The requirements.lock line: `name==version --hash=sha256:...`."),
     },
     environ = ["PYTHON_BIN_PATH", "STABLEOPS_WHEEL_CACHE"],
     doc = "Downloads one pinned, hash-checked PyPI wheel and exposes it as a py_library.",
