@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -172,3 +174,19 @@ def test_runs_under_the_torch_bazel_asked_for() -> None:
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-rs"]))
+
+
+def test_source_tree_import_says_to_build(tmp_path: Path) -> None:
+    """Importing a checkout's python/stableops (no generated _version.py, no
+    library) fails with what to do, not with a missing private module."""
+    src = tmp_path / "stableops"
+    src.mkdir()
+    for f in Path(stableops.__file__).parent.glob("*.py"):
+        if f.name != "_version.py":
+            shutil.copy(f, src / f.name)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run(
+        [sys.executable, "-c", "import stableops"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert r.returncode != 0
+    assert "is the source tree" in r.stderr and "//python:wheel" in r.stderr, r.stderr

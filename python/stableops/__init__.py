@@ -16,7 +16,14 @@ from pathlib import Path
 
 import torch
 
-from ._version import __version__
+try:
+    from ._version import __version__
+except ModuleNotFoundError as e:  # the source tree: _version.py is a build output
+    raise ImportError(
+        f"stableops: {Path(__file__).parent} is the source tree, which holds neither the "
+        "generated _version.py nor the compiled library; build and install the wheel "
+        "(./tools/bazel build //python:wheel, then pip install bazel-bin/python/stableops-*.whl)"
+    ) from e
 
 __all__ = ["LIBRARY_FILENAME", "__version__", "NAMESPACES", "library_path", "load_library", "ops"]
 
