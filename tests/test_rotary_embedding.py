@@ -529,6 +529,10 @@ GPU_CASES = [
     Case(11, 4, 2, 128, 96),
     # 64 packs (fp16/bf16, rot_dim 512): more lanes than a warp of 32.
     Case(5, 2, 1, 512, 512),
+    # The lanes kernel's extremes for fp16/bf16: 32 packs (rot_dim 256; fp32
+    # falls back at 64) and 2 packs (rot_dim 16; fp32 takes 4).
+    Case(6, 3, 2, 256, 256),
+    Case(7, 3, 1, 32, 16, offset=8),
 ]
 
 
