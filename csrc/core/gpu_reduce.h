@@ -1,6 +1,6 @@
-// Sum reductions across GPU threads, correct for a warp of 32 (NVIDIA, AMD
-// RDNA) and a wavefront of 64 (AMD CDNA): STABLEOPS_WARP_SIZE is the compile
-// target's. Included only from .cu sources (CUDA and HIP).
+// Lane exchange and sum reductions across GPU threads, correct for a warp of
+// 32 (NVIDIA, AMD RDNA) and a wavefront of 64 (AMD CDNA): STABLEOPS_WARP_SIZE
+// is the compile target's. Included only from .cu sources (CUDA and HIP).
 //
 // Every lane of a warp must call these together (no lane may have returned):
 // launch blocks whose size is a multiple of 64 and keep idle threads in the
@@ -12,17 +12,12 @@
 namespace stableops {
 namespace gpu {
 
-__device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
-#if STABLEOPS_ROCM
-  return __shfl_xor(v, lane_mask);
-#else
-  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
-#endif
-}
-
-// The 32-bit word `v` of the lane whose index is this lane's XOR lane_mask
-// (raw bits: packed half/bfloat16 pairs travel unconverted).
-__device__ __forceinline__ unsigned shfl_xor(unsigned v, int lane_mask) {
+// The value `v` of the lane whose index is this lane's XOR lane_mask, for a
+// 32-bit type (float, or unsigned words: raw bits such as packed
+// half/bfloat16 pairs travel unconverted).
+template <typename V>
+__device__ __forceinline__ V shfl_xor(V v, int lane_mask) {
+  static_assert(sizeof(V) == 4, "shfl_xor moves 32-bit values");
 #if STABLEOPS_ROCM
   return __shfl_xor(v, lane_mask);
 #else

@@ -33,6 +33,7 @@
 #include <torch/headeronly/util/Exception.h>
 
 #include "csrc/core/fp8.h"
+#include "csrc/core/gpu_reduce.h"
 #include "csrc/core/gpu_vec.h"
 #include "csrc/core/launch_shape.h"
 #include "csrc/core/scale_div.h"
@@ -204,14 +205,6 @@ __device__ __forceinline__ float sat_int32(float v) {
 // ---------------------------------------------------------------------------
 // Reductions.
 // ---------------------------------------------------------------------------
-__device__ __forceinline__ uint32_t shfl_xor(uint32_t v, int lane_mask) {
-#if STABLEOPS_ROCM
-  return __shfl_xor(v, lane_mask);
-#else
-  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
-#endif
-}
-
 // Reduces `v` over segments of `seg` consecutive threads of the block (seg a
 // power of two dividing the block; threads numbered x-fastest). Every thread
 // of the block must call it; each gets its segment's result. `Op` has
@@ -250,7 +243,7 @@ struct AbsMaxOp {
     return b > a ? b : a;
   }
   __device__ __forceinline__ static V combine(V a, V b) { return b > a ? b : a; }
-  __device__ __forceinline__ static V shfl(V v, int m) { return shfl_xor(v, m); }
+  __device__ __forceinline__ static V shfl(V v, int m) { return gpu::shfl_xor(v, m); }
 };
 
 // (max, min), NaN propagating.
@@ -267,8 +260,7 @@ struct MinMaxOp {
     return {max_nan(a.mx, b.mx), min_nan(a.mn, b.mn)};
   }
   __device__ __forceinline__ static V shfl(V v, int m) {
-    return {__uint_as_float(shfl_xor(__float_as_uint(v.mx), m)),
-            __uint_as_float(shfl_xor(__float_as_uint(v.mn), m))};
+    return {gpu::shfl_xor(v.mx, m), gpu::shfl_xor(v.mn, m)};
   }
 };
 
