@@ -214,6 +214,28 @@ __device__ __forceinline__ void store_floats(E* p, const float (&f)[M]) {
   }
 }
 
+// Head h's row of `token`: query heads first, then key heads.
+template <typename T>
+__device__ __forceinline__ T* head_row(const RotaryGpuParams& p, int64_t token, int32_t h) {
+  const bool is_q = h < p.q_heads;
+  T* base = static_cast<T*>(is_q ? p.query : p.key);
+  return base + (is_q ? token * p.q_token_stride + h * p.q_head_stride
+                      : token * p.k_token_stride + (h - p.q_heads) * p.k_head_stride);
+}
+
+// The cache row of `token`'s position. Out of range: the token is left
+// unchanged (in_range false, no store) and row 0 is read instead, so the
+// cache is never read outside (the host launches nothing for an empty cache).
+struct CacheRow {
+  int64_t index;
+  bool in_range;
+};
+__device__ __forceinline__ CacheRow cache_row(const RotaryGpuParams& p, int64_t token) {
+  const int64_t pos = STABLEOPS_LDG(p.positions + token * p.positions_stride);
+  const bool in_range = static_cast<uint64_t>(pos) < static_cast<uint64_t>(p.max_position);
+  return {in_range ? pos : 0, in_range};
+}
+
 // T: query/key element, C: cache element; kPairs pairs per unit; kVec: the
 // host proved every access of the unit 16-byte aligned (else element access).
 template <typename T, typename C, int kPairs, bool kNeox, int kHeads, bool kVec>
@@ -244,12 +266,7 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, (kNeox ? kNeoxMinBlocks :
   for (int k = 0; k < kHeads; ++k) {
     const int32_t h = static_cast<int32_t>(group) * kHeads + k;
     valid[k] = h < p.total_heads;
-    const bool is_q = h < p.q_heads;
-    T* base = static_cast<T*>(is_q ? p.query : p.key);
-    const int64_t offset = is_q
-        ? token * p.q_token_stride + h * p.q_head_stride
-        : token * p.k_token_stride + (h - p.q_heads) * p.k_head_stride;
-    x[k] = base + offset + p.rope_dim_offset + (kNeox ? i0 : 2 * i0);
+    x[k] = head_row<T>(p, token, h) + p.rope_dim_offset + (kNeox ? i0 : 2 * i0);
     if (valid[k]) {
       load_floats<T, kRun, kXAlign, false>(x[k], v[k][0]);
       if constexpr (kNeox) {
@@ -258,16 +275,12 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, (kNeox ? kNeoxMinBlocks :
     }
   }
 
-  // 2. The position. Out of range: the token is left unchanged (no store)
-  //    and row 0 is read instead, so the cache is never read outside (the
-  //    host launches nothing for an empty cache). No branch: the x loads
-  //    above stay in flight while the position and the cache row arrive.
-  const int64_t pos = STABLEOPS_LDG(p.positions + token * p.positions_stride);
-  const bool in_range = static_cast<uint64_t>(pos) < static_cast<uint64_t>(p.max_position);
-  const int64_t row_index = in_range ? pos : 0;
+  // 2. The position (see cache_row). No branch: the x loads above stay in
+  //    flight while the position and the cache row arrive.
+  const CacheRow crow = cache_row(p, token);
 
   // 3. cos/sin of the unit's pairs, once for all its heads.
-  const C* row = static_cast<const C*>(p.cache) + row_index * p.cache_stride + i0;
+  const C* row = static_cast<const C*>(p.cache) + crow.index * p.cache_stride + i0;
   float cs[kPairs];
   float sn[kPairs];
   load_floats<C, kPairs, kCAlign, true>(row, cs);
@@ -278,7 +291,7 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, (kNeox ? kNeoxMinBlocks :
   // 4. Rotate and store.
 #pragma unroll
   for (int k = 0; k < kHeads; ++k) {
-    if (!valid[k] || !in_range) continue;
+    if (!valid[k] || !crow.in_range) continue;
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
       float* a;
@@ -313,7 +326,8 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, (kNeox ? kNeoxMinBlocks :
 // multiple of U in the launch's thread numbering (per_token is a multiple
 // of U), and U divides 32, so the partner is in the same warp or wavefront.
 // No lane returns early: a shuffle needs its partner; lanes past the last
-// item (and their partners, also past it) neither load nor store.
+// item (and their partners, also past it) take the launch's first item's
+// indices (a real token) and neither load query/key nor store.
 template <typename T, typename C, int kHeads>
 __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kNeoxLanesMinBlocks)
     rotary_neox_lanes_kernel(const RotaryGpuParams p) {
@@ -341,21 +355,14 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kNeoxLanesMinBlocks)
   for (int k = 0; k < kHeads; ++k) {
     const int32_t h = static_cast<int32_t>(group) * kHeads + k;
     valid[k] = active && h < p.total_heads;
-    const bool is_q = h < p.q_heads;
-    T* base = static_cast<T*>(is_q ? p.query : p.key);
-    const int64_t offset = is_q
-        ? token * p.q_token_stride + h * p.q_head_stride
-        : token * p.k_token_stride + (h - p.q_heads) * p.k_head_stride;
-    x[k] = base + offset + p.rope_dim_offset + static_cast<int64_t>(unit) * kPack;
+    x[k] = head_row<T>(p, token, h) + p.rope_dim_offset + static_cast<int64_t>(unit) * kPack;
     own[k] = valid[k] ? *reinterpret_cast<const uint4*>(x[k]) : make_uint4(0u, 0u, 0u, 0u);
   }
 
-  // 2. The position (out of range: token unchanged, row 0 read; see the
-  //    generic kernel) and the cos/sin of the unit's pairs.
-  const int64_t pos = active ? STABLEOPS_LDG(p.positions + token * p.positions_stride) : 0;
-  const bool in_range = static_cast<uint64_t>(pos) < static_cast<uint64_t>(p.max_position);
-  const int64_t row_index = in_range ? pos : 0;
-  const C* row = static_cast<const C*>(p.cache) + row_index * p.cache_stride + i0;
+  // 2. The position (see cache_row; an idle lane reads the first token's)
+  //    and the cos/sin of the unit's pairs.
+  const CacheRow crow = cache_row(p, token);
+  const C* row = static_cast<const C*>(p.cache) + crow.index * p.cache_stride + i0;
   float cs[kPack];
   float sn[kPack];
   load_floats<C, kPack, kCAlign, true>(row, cs);
@@ -373,7 +380,7 @@ __global__ void STABLEOPS_LAUNCH_BOUNDS(kBlockThreads, kNeoxLanesMinBlocks)
     other.y = gpu::shfl_xor(own[k].y, static_cast<int>(partner_mask));
     other.z = gpu::shfl_xor(own[k].z, static_cast<int>(partner_mask));
     other.w = gpu::shfl_xor(own[k].w, static_cast<int>(partner_mask));
-    if (!valid[k] || !in_range) continue;
+    if (!valid[k] || !crow.in_range) continue;
     float mine[kPack];
     float peer[kPack];
     Pack<T>::to_float(own[k], mine);
