@@ -172,10 +172,6 @@ def test_runs_under_the_torch_bazel_asked_for() -> None:
     assert torch.__version__.split("+")[0] == expected
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-v", "-rs"]))
-
-
 def test_source_tree_import_says_to_build(tmp_path: Path) -> None:
     """Importing a checkout's python/stableops (no generated _version.py, no
     library) fails with what to do, not with a missing private module."""
@@ -190,3 +186,7 @@ def test_source_tree_import_says_to_build(tmp_path: Path) -> None:
     )
     assert r.returncode != 0
     assert "is the source tree" in r.stderr and "//python:wheel" in r.stderr, r.stderr
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-rs"]))
